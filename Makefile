@@ -1,0 +1,35 @@
+# Entry points: `make demo` and `make test` install what is missing, configure, build and run.
+BUILD_DIR ?= build
+BUILD_TYPE ?= RelWithDebInfo
+JOBS ?= $(shell nproc)
+CMAKE_FLAGS ?=
+DEMO_PROFILE ?= examples/gpt-8rank.json
+
+.PHONY: all deps build test demo asan clean format
+
+all: build
+
+deps:
+	@tools/install-deps.sh
+
+$(BUILD_DIR)/CMakeCache.txt: | deps
+	cmake -S . -B $(BUILD_DIR) -G Ninja -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) $(CMAKE_FLAGS)
+
+build: deps $(BUILD_DIR)/CMakeCache.txt
+	cmake --build $(BUILD_DIR) -j $(JOBS)
+
+test: build
+	ctest --test-dir $(BUILD_DIR) --output-on-failure -j $(JOBS)
+
+demo: build
+	$(BUILD_DIR)/bin/optpipe-compile $(DEMO_PROFILE) -o $(BUILD_DIR)/demo-schedule.json
+
+# Unit tests under AddressSanitizer and UndefinedBehaviorSanitizer.
+asan:
+	$(MAKE) test BUILD_DIR=build-asan BUILD_TYPE=Debug CMAKE_FLAGS="-DOPTPIPE_SANITIZE=ON -DOPTPIPE_WERROR=ON"
+
+format:
+	git ls-files '*.cc' '*.h' | xargs clang-format -i
+
+clean:
+	rm -rf build build-asan

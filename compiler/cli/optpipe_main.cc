@@ -1,0 +1,18 @@
+// optpipe <compile|validate|methods> ...
+#include "compiler/cli/commands.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"optpipe: compiler of pipeline-parallel training schedules", "optpipe"};
+  app.require_subcommand(1);
+  CLI::App* compile = app.add_subcommand("compile", "Compile a schedule (same as optpipe-compile)");
+  CLI::App* validate = app.add_subcommand("validate", "Check a schedule file against a profile");
+  CLI::App* methods = app.add_subcommand("methods", "List the scheduling methods");
+  const optpipe::CommandRunner run_compile = optpipe::add_compile_command(*compile);
+  const optpipe::CommandRunner run_validate = optpipe::add_validate_command(*validate);
+  const optpipe::CommandRunner run_methods = optpipe::add_methods_command(*methods);
+  return optpipe::run_cli(app, argc, argv, [&] {
+    if (compile->parsed()) return run_compile;
+    if (validate->parsed()) return run_validate;
+    return run_methods;
+  });
+}

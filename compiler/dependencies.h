@@ -1,0 +1,70 @@
+// The dependencies of DESIGN.md §3, shared by the simulator, the validator and the solver.
+#pragma once
+
+#include <vector>
+
+#include "compiler/problem.h"
+#include "compiler/schedule.h"
+
+namespace optpipe {
+
+// An op must start at least `lag` after `pred` ends.
+struct Predecessor {
+  OpRef pred;
+  double lag;
+};
+
+// Which backward op a schedule uses for (stage, microbatch): B (then W) or the fused BW.
+enum class BackwardForm { kSplit, kFused };
+
+// Predecessors of `ref` among compute ops and transfers. `backward_form(stage, mb)` says whether the
+// downstream stage ran B or BW; `offloaded(stage, mb)` whether the activation went to host.
+template <typename BackwardFormFn, typename OffloadedFn>
+std::vector<Predecessor> predecessors(const Problem& problem, const OpRef& ref,
+                                      BackwardFormFn backward_form, OffloadedFn offloaded) {
+  const int s = ref.stage;
+  const int j = ref.microbatch;
+  const int last = problem.num_stages() - 1;
+  auto backward_of = [&](int stage) {
+    return OpRef{backward_form(stage, j) == BackwardForm::kFused ? Op::kBackward
+                                                                 : Op::kBackwardInput,
+                 stage, j};
+  };
+  std::vector<Predecessor> preds;
+  switch (ref.op) {
+    case Op::kForward:
+      if (s > 0) preds.push_back({{Op::kForward, s - 1, j}, problem.p2p(s - 1, s)});
+      break;
+    case Op::kBackwardInput:
+    case Op::kBackward:
+      if (s == last) {
+        preds.push_back({{Op::kForward, s, j}, 0.0});
+      } else {
+        preds.push_back({backward_of(s + 1), problem.p2p(s + 1, s)});
+      }
+      if (offloaded(s, j)) preds.push_back({{Op::kReload, s, j}, 0.0});
+      break;
+    case Op::kBackwardWeight:
+      preds.push_back({{Op::kBackwardInput, s, j}, 0.0});
+      break;
+    case Op::kOffload:
+      preds.push_back({{Op::kForward, s, j}, 0.0});
+      break;
+    case Op::kReload:
+      preds.push_back({{Op::kOffload, s, j}, 0.0});
+      break;
+  }
+  return preds;
+}
+
+// Duration of an op on its stage (transfers: bytes over the link's bandwidth).
+double duration(const Problem& problem, const OpRef& ref);
+// Bytes a transfer moves (0 for compute ops).
+int64_t transfer_bytes(const Problem& problem, const OpRef& ref);
+
+// Copy channel a transfer of `rank` runs on: ranks in one link group share channels; `duplex`
+// gives each group one channel per direction, `shared` one for both.
+int channel_of(const Problem& problem, int rank, Op transfer);
+int num_channels(const Problem& problem);
+
+}  // namespace optpipe

@@ -1,0 +1,77 @@
+#include "compiler/metrics.h"
+
+#include <algorithm>
+#include <limits>
+
+#include "compiler/memory_timeline.h"
+
+namespace optpipe {
+
+double trivial_lower_bound(const Problem& problem) {
+  const int num_stages = problem.num_stages();
+  std::vector<double> earliest_forward(num_stages, 0.0);
+  for (int s = 1; s < num_stages; ++s) {
+    earliest_forward[s] = earliest_forward[s - 1] + problem.stages[s - 1].forward +
+                          problem.p2p(s - 1, s);
+  }
+  std::vector<double> first_start(problem.ranks, std::numeric_limits<double>::infinity());
+  std::vector<double> work(problem.ranks, 0.0);
+  for (int s = 0; s < num_stages; ++s) {
+    const int r = problem.rank_of_stage[s];
+    const StageCosts& c = problem.stages[s];
+    first_start[r] = std::min(first_start[r], earliest_forward[s]);
+    work[r] += problem.microbatches * (c.forward + c.backward_input + c.backward_weight);
+  }
+  double bound = 0;
+  for (int r = 0; r < problem.ranks; ++r) bound = std::max(bound, first_start[r] + work[r]);
+
+  // One microbatch: all forwards, all input backwards back down, then stage 0's weight backward.
+  double path = earliest_forward[num_stages - 1] + problem.stages[num_stages - 1].forward;
+  for (int s = num_stages - 1; s >= 0; --s) {
+    path += problem.stages[s].backward_input + (s > 0 ? problem.p2p(s, s - 1) : 0.0);
+  }
+  path += problem.stages[0].backward_weight;
+  return std::max(bound, path);
+}
+
+Metrics compute_metrics(const Problem& problem, const Schedule& schedule) {
+  Metrics m;
+  double first = std::numeric_limits<double>::infinity();
+  double last = 0;
+  double total_busy = 0;
+  const RankMetrics* longest = nullptr;
+  m.ranks.reserve(problem.ranks);
+  for (int r = 0; r < problem.ranks; ++r) {
+    RankMetrics rm;
+    rm.rank = r;
+    rm.budget_bytes = problem.budget_bytes[r];
+    double rank_first = std::numeric_limits<double>::infinity();
+    double rank_last = 0;
+    for (const Action& a : schedule.ranks[r]) {
+      first = std::min(first, a.start);
+      last = std::max(last, a.end);
+      if (!is_compute(a.ref.op)) continue;
+      rm.busy += a.end - a.start;
+      rank_first = std::min(rank_first, a.start);
+      rank_last = std::max(rank_last, a.end);
+    }
+    rm.span = rank_last > rank_first ? rank_last - rank_first : 0;
+    rm.peak_bytes =
+        problem.static_bytes[r] + peak_live_bytes(memory_timeline(problem, schedule.ranks[r]));
+    m.within_budget = m.within_budget && rm.peak_bytes <= rm.budget_bytes;
+    total_busy += rm.busy;
+    m.ranks.push_back(rm);
+  }
+  for (const RankMetrics& rm : m.ranks) {
+    if (!longest || rm.span > longest->span) longest = &rm;
+  }
+  m.makespan = last > first ? last - first : 0;
+  m.span = longest ? longest->span : 0;
+  m.idle_fraction = m.makespan > 0 ? 1 - total_busy / (problem.ranks * m.makespan) : 0;
+  m.bubble_rate = m.span > 0 ? (m.span - longest->busy) / m.span : 0;
+  m.lower_bound = trivial_lower_bound(problem);
+  m.gap = m.lower_bound > 0 ? m.makespan / m.lower_bound - 1 : 0;
+  return m;
+}
+
+}  // namespace optpipe

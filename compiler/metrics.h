@@ -1,0 +1,37 @@
+// Metrics of a timed schedule (DESIGN.md §4).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "compiler/problem.h"
+#include "compiler/schedule.h"
+
+namespace optpipe {
+
+struct RankMetrics {
+  int rank = 0;
+  double busy = 0;  // sum of compute durations
+  double span = 0;  // last compute end minus first compute start
+  int64_t peak_bytes = 0;  // static + highest live activation bytes
+  int64_t budget_bytes = 0;
+};
+
+struct Metrics {
+  double makespan = 0;
+  double span = 0;
+  double idle_fraction = 0;
+  double bubble_rate = 0;
+  double lower_bound = 0;
+  double gap = 0;
+  bool within_budget = true;
+  std::vector<RankMetrics> ranks;
+};
+
+Metrics compute_metrics(const Problem& problem, const Schedule& schedule);
+
+// A makespan no schedule can beat: the longest of (earliest start of a rank's first op + its
+// work) and one microbatch's critical path through all stages and back.
+double trivial_lower_bound(const Problem& problem);
+
+}  // namespace optpipe

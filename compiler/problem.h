@@ -1,0 +1,69 @@
+// The Problem: everything a generator, the simulator, the validator and the solver need to know
+// about one pipeline (DESIGN.md §3). Built from a profile by parse_profile(); plain data otherwise.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace optpipe {
+
+enum class TimeUnit { kMilliseconds, kMicroseconds };
+
+enum class PlacementKind { kLoop, kVShape, kExplicit };
+
+// Costs of one stage. Times are in the problem's time unit, sizes in bytes.
+struct StageCosts {
+  double forward = 0;
+  double backward_input = 0;
+  double backward_weight = 0;
+  int64_t activation_bytes = 0;   // A: allocated by F, held until B (A - G released) and W (G released)
+  int64_t weight_grad_bytes = 0;  // G: the part of A that W still needs after B
+  int64_t offloadable_bytes = 0;  // O <= A: what an offload moves to host and a reload brings back
+};
+
+enum class ChannelMode { kShared, kDuplex };
+
+// Host link used by offload (D2H) and reload (H2D). Bandwidths in bytes per time unit.
+struct OffloadLink {
+  double d2h_bytes_per_time = 0;
+  double h2d_bytes_per_time = 0;
+  ChannelMode channels = ChannelMode::kDuplex;
+  std::vector<int> link_group_of_rank;  // ranks in one group share their copy channels
+};
+
+struct Problem {
+  std::string name;
+  TimeUnit time_unit = TimeUnit::kMilliseconds;
+  int ranks = 1;
+  int chunks_per_rank = 1;
+  int microbatches = 1;
+  PlacementKind placement = PlacementKind::kLoop;
+  std::vector<int> rank_of_stage;  // size S = ranks * chunks_per_rank
+  std::vector<StageCosts> stages;  // size S
+  double p2p_latency = 0;
+  std::vector<int64_t> budget_bytes;  // per rank
+  std::vector<int64_t> static_bytes;  // per rank
+  std::optional<OffloadLink> offload;
+  std::string profile_sha256;  // of the canonical profile JSON, names the problem in schedule files
+
+  int num_stages() const { return static_cast<int>(stages.size()); }
+  // Latency of the activation/gradient hand-off between two stages: 0 on the same rank.
+  double p2p(int from_stage, int to_stage) const {
+    return rank_of_stage[from_stage] == rank_of_stage[to_stage] ? 0.0 : p2p_latency;
+  }
+  // Stages hosted by a rank, in model order.
+  std::vector<int> stages_of_rank(int rank) const;
+  double offload_time(int stage) const;
+  double reload_time(int stage) const;
+  // Activation budget: what the rank may hold beyond its static bytes.
+  int64_t activation_budget(int rank) const { return budget_bytes[rank] - static_bytes[rank]; }
+};
+
+std::vector<int> place_stages(PlacementKind kind, int ranks, int chunks_per_rank);
+const char* to_string(TimeUnit unit);
+const char* to_string(PlacementKind kind);
+const char* to_string(ChannelMode mode);
+
+}  // namespace optpipe

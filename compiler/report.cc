@@ -1,0 +1,55 @@
+#include "compiler/report.h"
+
+#include <fmt/format.h>
+
+#include "compiler/units.h"
+
+namespace optpipe {
+
+std::string summary_table(const Problem& problem, const std::string& method,
+                          const Metrics& metrics) {
+  const char* unit = to_string(problem.time_unit);
+  std::string out = fmt::format(
+      "{}: {} on {} ranks x {} chunks, {} microbatches\n"
+      "makespan {:.3f} {} (lower bound {:.3f}, gap {:.1f}%), idle {:.1f}%, bubble rate {:.1f}%, "
+      "{}\n",
+      problem.name, method, problem.ranks, problem.chunks_per_rank, problem.microbatches,
+      metrics.makespan, unit, metrics.lower_bound, 100 * metrics.gap,
+      100 * metrics.idle_fraction, 100 * metrics.bubble_rate,
+      metrics.within_budget ? "within budget" : "OVER BUDGET");
+  out += fmt::format("{:>5} {:>12} {:>12} {:>12} {:>12} {:>6}\n", "rank",
+                     fmt::format("busy {}", unit), fmt::format("idle {}", unit), "peak", "budget",
+                     "use");
+  for (const RankMetrics& rm : metrics.ranks) {
+    out += fmt::format("{:>5} {:>12.3f} {:>12.3f} {:>12} {:>12} {:>5.1f}%\n", rm.rank, rm.busy,
+                       metrics.makespan - rm.busy, format_bytes_short(rm.peak_bytes),
+                       format_bytes_short(rm.budget_bytes),
+                       rm.budget_bytes > 0 ? 100.0 * rm.peak_bytes / rm.budget_bytes : 0.0);
+  }
+  return out;
+}
+
+nlohmann::json summary_json(const Problem& problem, const std::string& method,
+                            const Metrics& metrics) {
+  nlohmann::json ranks = nlohmann::json::array();
+  for (const RankMetrics& rm : metrics.ranks) {
+    ranks.push_back({{"rank", rm.rank},
+                     {"busy", rm.busy},
+                     {"span", rm.span},
+                     {"peak_bytes", rm.peak_bytes},
+                     {"budget_bytes", rm.budget_bytes}});
+  }
+  return {{"method", method},
+          {"feasible", metrics.within_budget},
+          {"time_unit", to_string(problem.time_unit)},
+          {"makespan", metrics.makespan},
+          {"span", metrics.span},
+          {"idle_fraction", metrics.idle_fraction},
+          {"bubble_rate", metrics.bubble_rate},
+          {"lower_bound", metrics.lower_bound},
+          {"gap", metrics.gap},
+          {"ranks", std::move(ranks)},
+          {"solver", nullptr}};
+}
+
+}  // namespace optpipe

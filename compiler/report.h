@@ -1,0 +1,22 @@
+// What `optpipe-compile` and `optpipe validate` tell the user: a readable table and the summary
+// JSON of DESIGN.md §8.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "compiler/metrics.h"
+#include "compiler/problem.h"
+
+namespace optpipe {
+
+// A title line with the schedule's metrics, then per rank: busy, idle, peak against budget.
+std::string summary_table(const Problem& problem, const std::string& method,
+                          const Metrics& metrics);
+
+// method, feasible, makespan, span, idle_fraction, bubble_rate, lower_bound, gap, time_unit,
+// ranks: [{rank, busy, span, peak_bytes, budget_bytes}], solver.
+nlohmann::json summary_json(const Problem& problem, const std::string& method,
+                            const Metrics& metrics);
+
+}  // namespace optpipe

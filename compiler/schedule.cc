@@ -1,0 +1,30 @@
+#include "compiler/schedule.h"
+
+#include <fmt/format.h>
+
+#include <array>
+
+namespace optpipe {
+
+namespace {
+constexpr std::array<std::string_view, 6> kOpNames = {"F", "B", "W", "BW", "OFFLOAD", "RELOAD"};
+}  // namespace
+
+bool is_compute(Op op) { return !is_transfer(op); }
+
+bool is_transfer(Op op) { return op == Op::kOffload || op == Op::kReload; }
+
+std::string_view to_string(Op op) { return kOpNames[static_cast<size_t>(op)]; }
+
+std::optional<Op> parse_op(std::string_view name) {
+  for (size_t i = 0; i < kOpNames.size(); ++i) {
+    if (kOpNames[i] == name) return static_cast<Op>(i);
+  }
+  return std::nullopt;
+}
+
+std::string describe(const OpRef& ref) {
+  return fmt::format("{}(s{}, mb{})", to_string(ref.op), ref.stage, ref.microbatch);
+}
+
+}  // namespace optpipe

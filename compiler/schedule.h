@@ -1,0 +1,57 @@
+// The schedule IR (DESIGN.md §1, §7): per-rank ordered actions. Generators emit an Order (what
+// runs in which sequence); the simulator turns it into a timed Schedule; the validator checks one.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace optpipe {
+
+enum class Op : uint8_t {
+  kForward,         // F
+  kBackwardInput,   // B
+  kBackwardWeight,  // W
+  kBackward,        // BW: B and W fused, back to back
+  kOffload,         // D2H copy of the offloadable part of an activation
+  kReload,          // H2D copy back before the backward
+};
+
+bool is_compute(Op op);
+bool is_transfer(Op op);
+// Short names used in every file format: F, B, W, BW, OFFLOAD, RELOAD.
+std::string_view to_string(Op op);
+std::optional<Op> parse_op(std::string_view name);
+
+struct OpRef {
+  Op op;
+  int stage;
+  int microbatch;
+  friend bool operator==(const OpRef&, const OpRef&) = default;
+};
+
+std::string describe(const OpRef& ref);  // e.g. "F(s3, mb7)"
+
+// What a generator decides: per rank, the sequence in which the rank issues its actions. Compute
+// actions run one at a time in this order; a transfer is issued when the rank reaches it (after the
+// compute action before it has ended) and then runs on its copy channel without blocking compute.
+struct Order {
+  std::vector<std::vector<OpRef>> ranks;
+};
+
+struct Action {
+  OpRef ref;
+  double start = 0;
+  double end = 0;
+  int64_t bytes = 0;  // transfers only
+};
+
+// A timed schedule: per rank, actions sorted by start (compute and transfers interleaved).
+struct Schedule {
+  std::string method;
+  std::vector<std::vector<Action>> ranks;
+};
+
+}  // namespace optpipe

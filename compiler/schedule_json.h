@@ -1,0 +1,34 @@
+// `optpipe.schedule/v1` (schemas/schedule.schema.json, docs/schedule.md): a timed schedule with
+// the identity of the profile it was compiled for and its predicted metrics.
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "compiler/metrics.h"
+#include "compiler/problem.h"
+#include "compiler/schedule.h"
+
+namespace optpipe {
+
+inline constexpr std::string_view kScheduleFormat = "optpipe.schedule/v1";
+
+nlohmann::json schedule_to_json(const Problem& problem, const Schedule& schedule,
+                                const Metrics& metrics);
+
+// What a schedule file says besides its actions.
+struct ScheduleFile {
+  Schedule schedule;
+  std::string profile_sha256;
+  std::vector<int64_t> budget_bytes;  // per rank, what the schedule was compiled for
+};
+
+// Throws InputError naming the field on anything malformed. Actions are checked for shape only
+// (op names, integer ids, finite times); validate() judges them against a profile.
+ScheduleFile parse_schedule_json(std::string_view json_text, const std::string& source);
+ScheduleFile load_schedule_json(const std::string& path);
+
+}  // namespace optpipe

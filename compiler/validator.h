@@ -1,0 +1,25 @@
+// The independent validator (DESIGN.md §3): every schedule that leaves the compiler passes it.
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "compiler/problem.h"
+#include "compiler/schedule.h"
+
+namespace optpipe {
+
+struct Violation {
+  std::string message;  // one line: what is wrong, where and when
+};
+
+// Checks, in this order: every action is well formed (stage on its rank, duration and bytes as the
+// profile says); completeness (F once; B and W, or BW, once; a reload exactly for each offload);
+// dependencies with p2p latency; one compute op at a time per rank; one transfer at a time per
+// copy channel; live memory within budget on every rank. Returns the first violation found.
+std::optional<Violation> validate(const Problem& problem, const Schedule& schedule);
+
+// Tolerance for comparing times: schedules read from files carry rounded decimals.
+bool at_or_before(double a, double b);
+
+}  // namespace optpipe

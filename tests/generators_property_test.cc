@@ -1,0 +1,47 @@
+// Every generator's output validates on random problems: varied R, v, m, per-stage costs,
+// latencies, placements, offload links.
+#include <gtest/gtest.h>
+
+#include "compiler/metrics.h"
+#include "compiler/simulator.h"
+#include "compiler/validator.h"
+#include "heuristics/registry.h"
+#include "tests/test_problems.h"
+
+namespace optpipe {
+namespace {
+
+TEST(GeneratorsProperty, EveryScheduleValidatesOnRandomProblems) {
+  std::mt19937 rng(20261122);
+  int schedules = 0;
+  for (int trial = 0; trial < 200; ++trial) {
+    const Problem problem = testing::random_problem(rng);
+    for (const Generator& generator : generators()) {
+      if (!generator.unsupported_reason(problem).empty()) continue;
+      SCOPED_TRACE(::testing::Message() << "trial " << trial << " " << generator.name << " R="
+                                        << problem.ranks << " v=" << problem.chunks_per_rank
+                                        << " m=" << problem.microbatches);
+      const Schedule schedule = simulate(problem, generator.build(problem), std::string(generator.name));
+      const auto violation = validate(problem, schedule);
+      ASSERT_FALSE(violation) << violation->message;
+      const Metrics metrics = compute_metrics(problem, schedule);
+      EXPECT_GE(metrics.makespan, metrics.lower_bound - 1e-9);
+      ++schedules;
+    }
+  }
+  EXPECT_GT(schedules, 400);
+}
+
+TEST(GeneratorsProperty, EveryGeneratorServesSomeRandomProblem) {
+  std::mt19937 rng(7);
+  for (const Generator& generator : generators()) {
+    bool served = false;
+    for (int trial = 0; trial < 100 && !served; ++trial) {
+      served = generator.unsupported_reason(testing::random_problem(rng)).empty();
+    }
+    EXPECT_TRUE(served) << generator.name;
+  }
+}
+
+}  // namespace
+}  // namespace optpipe

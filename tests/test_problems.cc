@@ -1,0 +1,68 @@
+#include "tests/test_problems.h"
+
+#include <algorithm>
+#include <numeric>
+
+namespace optpipe::testing {
+
+Problem uniform_problem(int ranks, int chunks, int microbatches, UniformCosts costs,
+                        PlacementKind placement, double p2p_latency) {
+  Problem p;
+  p.name = "uniform";
+  p.ranks = ranks;
+  p.chunks_per_rank = chunks;
+  p.microbatches = microbatches;
+  p.placement = placement;
+  p.rank_of_stage = place_stages(placement, ranks, chunks);
+  p.stages.assign(ranks * chunks, StageCosts{costs.forward, costs.backward_input,
+                                             costs.backward_weight, costs.activation_bytes,
+                                             costs.weight_grad_bytes, costs.activation_bytes});
+  p.p2p_latency = p2p_latency;
+  p.static_bytes.assign(ranks, 1 << 20);
+  p.budget_bytes.assign(ranks, (int64_t{1} << 20) + costs.activation_bytes * chunks *
+                                                         static_cast<int64_t>(microbatches));
+  return p;
+}
+
+Problem random_problem(std::mt19937& rng) {
+  auto pick = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
+  auto real = [&](double lo, double hi) { return std::uniform_real_distribution<double>(lo, hi)(rng); };
+  const int ranks = pick(1, 8);
+  const int chunks = pick(1, 3);
+  const int placement_pick = pick(0, 2);
+  PlacementKind placement = PlacementKind::kLoop;
+  if (placement_pick == 1 && chunks == 2) placement = PlacementKind::kVShape;
+  Problem p = uniform_problem(ranks, chunks, pick(1, 3 * ranks + 2), {}, placement,
+                              pick(0, 1) ? real(0, 0.3) : 0.0);
+  if (placement_pick == 2) {
+    // Explicit placement: a random permutation of the loop placement.
+    std::vector<int> perm(ranks);
+    std::iota(perm.begin(), perm.end(), 0);
+    std::shuffle(perm.begin(), perm.end(), rng);
+    for (int& r : p.rank_of_stage) r = perm[r];
+    p.placement = PlacementKind::kExplicit;
+  }
+  for (StageCosts& c : p.stages) {
+    c.forward = real(0.2, 2);
+    c.backward_input = real(0.2, 3);
+    c.backward_weight = real(0.1, 2);
+    c.activation_bytes = pick(100, 5000);
+    c.weight_grad_bytes = pick(0, static_cast<int>(c.activation_bytes));
+    c.offloadable_bytes = pick(0, static_cast<int>(c.activation_bytes));
+  }
+  if (pick(0, 1)) {
+    OffloadLink link;
+    link.d2h_bytes_per_time = real(200, 20000);
+    link.h2d_bytes_per_time = real(200, 20000);
+    link.channels = pick(0, 1) ? ChannelMode::kDuplex : ChannelMode::kShared;
+    const int group_size = pick(1, 2);
+    for (int r = 0; r < ranks; ++r) link.link_group_of_rank.push_back(r / group_size);
+    p.offload = link;
+  }
+  int64_t total = 0;
+  for (const StageCosts& c : p.stages) total += c.activation_bytes * p.microbatches;
+  p.budget_bytes.assign(ranks, p.static_bytes[0] + total);
+  return p;
+}
+
+}  // namespace optpipe::testing
