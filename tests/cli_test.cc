@@ -1,0 +1,169 @@
+// The executables end to end: exit codes of DESIGN.md §8, one-line errors, files they write.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+
+namespace {
+
+namespace fs = std::filesystem;
+
+struct CommandResult {
+  int exit_code;
+  std::string out;
+  std::string err;
+};
+
+class CliTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           ("optpipe_cli_" + std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()));
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  static std::string example(const std::string& name) {
+    return std::string(OPTPIPE_SOURCE_DIR) + "/examples/" + name;
+  }
+  std::string path(const std::string& name) const { return (dir_ / name).string(); }
+
+  CommandResult run(const std::string& tool, const std::string& args) const {
+    const std::string out = path("stdout.txt");
+    const std::string err = path("stderr.txt");
+    const std::string command = std::string(OPTPIPE_BIN_DIR) + "/" + tool + " " + args + " >" +
+                                out + " 2>" + err + " </dev/null";
+    const int status = std::system(command.c_str());
+    return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(out), slurp(err)};
+  }
+
+  static std::string slurp(const std::string& file) {
+    std::ifstream in(file);
+    std::stringstream text;
+    text << in.rdbuf();
+    return text.str();
+  }
+  void write(const std::string& name, const std::string& text) const {
+    std::ofstream(path(name)) << text;
+  }
+
+  fs::path dir_;
+};
+
+int lines(const std::string& text) { return static_cast<int>(std::count(text.begin(), text.end(), '\n')); }
+
+TEST_F(CliTest, CompilesTheDemoProfileAndTheResultValidates) {
+  const CommandResult compile = run("optpipe-compile", example("gpt-8rank.json") + " -o " + path("s.json"));
+  ASSERT_EQ(compile.exit_code, 0) << compile.err;
+  EXPECT_NE(compile.out.find("makespan"), std::string::npos);
+  EXPECT_NE(compile.out.find("methods tried"), std::string::npos);
+  const CommandResult check = run("optpipe", "validate " + example("gpt-8rank.json") + " " + path("s.json"));
+  EXPECT_EQ(check.exit_code, 0) << check.err;
+  EXPECT_NE(check.out.find("valid"), std::string::npos);
+}
+
+TEST_F(CliTest, SummaryJsonOnStdoutIsParseableAndComplete) {
+  const CommandResult r = run("optpipe-compile", example("gpt-4rank.json") + " --method 1f1b -o " +
+                                           path("s.json") + " --summary-json -");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto summary = nlohmann::json::parse(r.out);
+  for (const char* key : {"method", "feasible", "makespan", "span", "idle_fraction",
+                          "bubble_rate", "lower_bound", "gap", "ranks", "solver"}) {
+    EXPECT_TRUE(summary.contains(key)) << key;
+  }
+  EXPECT_EQ(summary["method"], "1f1b");
+  EXPECT_EQ(summary["ranks"].size(), 4u);
+  EXPECT_GE(summary["makespan"].get<double>(), summary["lower_bound"].get<double>());
+  EXPECT_NE(r.err.find("makespan"), std::string::npos);  // the table moved to stderr
+}
+
+TEST_F(CliTest, BadProfileExitsTwoWithOneLineNamingTheField) {
+  std::string text = slurp(example("gpt-4rank.json"));
+  const auto at = text.find("\"microbatches\"");
+  ASSERT_NE(at, std::string::npos);
+  const auto value = text.find_first_of("0123456789", at);
+  text.replace(value, text.find_first_not_of("0123456789", value) - value, "-4");
+  write("bad.json", text);
+  const CommandResult r = run("optpipe-compile", path("bad.json"));
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(lines(r.err), 1) << r.err;
+  EXPECT_NE(r.err.find("pipeline.microbatches: must be an integer >= 1, got -4"), std::string::npos)
+      << r.err;
+}
+
+TEST_F(CliTest, MalformedJsonAndMissingFileExitTwo) {
+  write("broken.json", "{\n  \"format\": \"optpipe.profile/v1\",\n  \"pipeline\": {\n}");
+  CommandResult r = run("optpipe-compile", path("broken.json"));
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("broken.json:4:"), std::string::npos) << r.err;
+  r = run("optpipe-compile", path("absent.json"));
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("cannot read"), std::string::npos) << r.err;
+}
+
+TEST_F(CliTest, UnknownMethodAndBadFlagExitTwo) {
+  CommandResult r = run("optpipe-compile", example("gpt-4rank.json") + " --method zb-h3");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("unknown method \"zb-h3\""), std::string::npos) << r.err;
+  r = run("optpipe-compile", example("gpt-4rank.json") + " --method interleaved-1f1b");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("chunks_per_rank >= 2"), std::string::npos) << r.err;
+  r = run("optpipe-compile", example("gpt-4rank.json") + " --no-such-flag");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(lines(r.err), 1) << r.err;
+}
+
+TEST_F(CliTest, BudgetBelowStaticExitsTwoAndTooSmallBudgetExitsThree) {
+  CommandResult r = run("optpipe-compile", example("gpt-4rank.json") + " --memory-budget 10GiB");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--memory-budget"), std::string::npos) << r.err;
+  // Above every rank's static bytes (32GiB) but below one activation more.
+  r = run("optpipe-compile", example("gpt-4rank.json") + " --memory-budget 32.5GiB -o " +
+                                 path("s.json"));
+  EXPECT_EQ(r.exit_code, 3) << r.err;
+  EXPECT_EQ(lines(r.err), 1) << r.err;
+  EXPECT_NE(r.err.find("--memory-budget"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(path("s.json")));
+}
+
+TEST_F(CliTest, ValidateRejectsATamperedScheduleAndAnotherProfile) {
+  ASSERT_EQ(run("optpipe-compile", example("gpt-4rank.json") + " -o " + path("s.json")).exit_code, 0);
+  auto schedule = nlohmann::json::parse(slurp(path("s.json")));
+  auto& first = schedule["ranks"][1]["actions"][0];
+  first["start"] = first["start"].get<double>() - 5;
+  first["end"] = first["end"].get<double>() - 5;
+  write("tampered.json", schedule.dump());
+  CommandResult r = run("optpipe", "validate " + example("gpt-4rank.json") + " " + path("tampered.json"));
+  EXPECT_EQ(r.exit_code, 4);
+  EXPECT_NE(r.err.find("invalid"), std::string::npos) << r.err;
+  r = run("optpipe", "validate " + example("gpt-8rank.json") + " " + path("s.json"));
+  EXPECT_EQ(r.exit_code, 4);
+  EXPECT_NE(r.err.find("another profile"), std::string::npos) << r.err;
+}
+
+TEST_F(CliTest, TruncatedScheduleFileExitsTwo) {
+  ASSERT_EQ(run("optpipe-compile", example("gpt-4rank.json") + " -o " + path("s.json")).exit_code, 0);
+  const std::string text = slurp(path("s.json"));
+  write("cut.json", text.substr(0, text.size() / 2));
+  const CommandResult r = run("optpipe", "validate " + example("gpt-4rank.json") + " " + path("cut.json"));
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(lines(r.err), 1) << r.err;
+  EXPECT_NE(r.err.find("malformed JSON"), std::string::npos) << r.err;
+}
+
+TEST_F(CliTest, MethodsListsEveryMethod) {
+  const CommandResult r = run("optpipe", "methods");
+  EXPECT_EQ(r.exit_code, 0);
+  for (const char* name : {"gpipe", "1f1b", "interleaved-1f1b", "zb-h1", "zb-h2", "auto"}) {
+    EXPECT_NE(r.out.find(name), std::string::npos) << name;
+  }
+}
+
+}  // namespace
