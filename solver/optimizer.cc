@@ -1,0 +1,161 @@
+#include "solver/optimizer.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "compiler/simulator.h"
+#include "compiler/validator.h"
+#include "solver/cbc_backend.h"
+#include "solver/order_model.h"
+#include "solver/segment.h"
+
+namespace optpipe {
+
+namespace {
+
+constexpr double kImprovement = 1e-9;
+
+Order compute_order(const Schedule& schedule) {
+  Order order;
+  for (const auto& actions : schedule.ranks) {
+    auto& refs = order.ranks.emplace_back();
+    for (const Action& a : actions) refs.push_back(a.ref);
+  }
+  return order;
+}
+
+bool has_transfers(const Schedule& schedule) {
+  for (const auto& actions : schedule.ranks) {
+    for (const Action& a : actions) {
+      if (is_transfer(a.ref.op)) return true;
+    }
+  }
+  return false;
+}
+
+class Search {
+ public:
+  Search(const Problem& problem, const OptimizerOptions& options,
+         const ImprovementCallback& on_improvement)
+      : problem_(problem),
+        options_(options),
+        on_improvement_(on_improvement),
+        started_(std::chrono::steady_clock::now()) {}
+
+  OptimizeResult run(const Schedule& seed) {
+    best_ = seed;
+    best_makespan_ = compute_metrics(problem_, seed).makespan;
+    stats_.bound = trivial_lower_bound(problem_);
+    if (has_transfers(seed)) {
+      stats_.status = "skipped";
+      stats_.note = "seeds with offload are kept as they are; the MILP does not move transfers yet";
+      return finish();
+    }
+    order_ = split_backward(compute_order(seed));
+    current_ = simulate(problem_, order_, seed.method);
+    size_t ops = 0;
+    for (const auto& refs : order_.ranks) ops += refs.size();
+    if (ops <= static_cast<size_t>(options_.max_ops_for_whole_model)) {
+      solve_whole();
+    } else {
+      slide_windows();
+    }
+    return finish();
+  }
+
+ private:
+  double elapsed() const {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
+  }
+  double remaining() const { return options_.time_limit_seconds - elapsed(); }
+
+  // Times `order` with the simulator and keeps it when it validates and beats the best.
+  bool offer(const Order& order) {
+    Schedule candidate;
+    try {
+      candidate = simulate(problem_, order, "milp");
+    } catch (const std::exception&) {
+      return false;  // a decoded order that deadlocks is not an improvement
+    }
+    if (validate(problem_, candidate)) return false;
+    const Metrics metrics = compute_metrics(problem_, candidate);
+    if (metrics.makespan >= best_makespan_ - kImprovement) return false;
+    best_ = candidate;
+    best_makespan_ = metrics.makespan;
+    order_ = order;
+    current_ = candidate;
+    if (on_improvement_) on_improvement_(best_, metrics, stats_.bound);
+    return true;
+  }
+
+  CbcOptions cbc_options(double limit) const {
+    return {std::max(0.05, limit), options_.threads, options_.verbose};
+  }
+
+  void solve_whole() {
+    const Segment everything = whole_order(order_);
+    const OrderModel model(problem_, order_, current_, everything, SegmentObjective::kMakespan);
+    const SolveResult result = solve_with_cbc(
+        model.model(), model.start_solution(), cbc_options(remaining()),
+        [&](const std::vector<double>& x, double) { offer(model.decode(x)); });
+    stats_.nodes += result.nodes;
+    if (!result.solution.empty()) offer(model.decode(result.solution));
+    stats_.bound = std::max(stats_.bound, result.bound);
+    if (result.status == SolveStatus::kOptimal) {
+      // Proven: nothing beats the optimum, whatever the simulator's re-timing gained on top.
+      stats_.bound = std::max(stats_.bound, std::min(result.objective, best_makespan_));
+      stats_.status = "optimal";
+    }
+  }
+
+  void slide_windows() {
+    const int width = std::max(1, options_.window_microbatches);
+    bool improved_in_pass = true;
+    while (improved_in_pass && remaining() > 0.05) {
+      improved_in_pass = false;
+      for (int first = 0; first < problem_.microbatches && remaining() > 0.05; first += width) {
+        const Segment window = microbatch_band(problem_, order_, first, width);
+        const OrderModel model(problem_, order_, current_, window,
+                               SegmentObjective::kMakespanThenRanks);
+        const SolveResult result =
+            solve_with_cbc(model.model(), model.start_solution(),
+                           cbc_options(std::min(remaining(), options_.window_time_limit_seconds)),
+                           nullptr);
+        ++stats_.windows;
+        stats_.nodes += result.nodes;
+        if (!result.solution.empty() && offer(model.decode(result.solution))) {
+          ++stats_.windows_improved;
+          improved_in_pass = true;
+        }
+      }
+    }
+  }
+
+  OptimizeResult finish() {
+    if (stats_.status.empty()) stats_.status = stats_.windows_improved > 0 ? "improved" : "seed_kept";
+    stats_.objective = best_makespan_;
+    stats_.gap = stats_.bound > 0 ? best_makespan_ / stats_.bound - 1 : 0;
+    stats_.seconds = elapsed();
+    return {best_, stats_};
+  }
+
+  const Problem& problem_;
+  const OptimizerOptions& options_;
+  const ImprovementCallback& on_improvement_;
+  std::chrono::steady_clock::time_point started_;
+  Schedule best_;
+  double best_makespan_ = 0;
+  Order order_;
+  Schedule current_;
+  SolverStats stats_;
+};
+
+}  // namespace
+
+OptimizeResult optimize(const Problem& problem, const Schedule& seed,
+                        const OptimizerOptions& options,
+                        const ImprovementCallback& on_improvement) {
+  return Search(problem, options, on_improvement).run(seed);
+}
+
+}  // namespace optpipe

@@ -1,0 +1,51 @@
+// The optimiser (DESIGN.md §6, docs/solver.md): improves a seed schedule with CBC. Small problems
+// are solved whole, which proves a lower bound; larger ones are improved by re-optimising windows
+// of microbatches with the rest of the order kept, each result re-timed by the simulator and kept
+// only when it validates and is faster.
+#pragma once
+
+#include <functional>
+#include <string>
+
+#include "compiler/metrics.h"
+#include "compiler/problem.h"
+#include "compiler/schedule.h"
+
+namespace optpipe {
+
+struct OptimizerOptions {
+  double time_limit_seconds = 60;
+  int threads = 0;
+  bool verbose = false;
+  // Solve the whole order as one MILP when it has at most this many compute ops.
+  int max_ops_for_whole_model = 160;
+  int window_microbatches = 2;
+  double window_time_limit_seconds = 2;
+};
+
+struct SolverStats {
+  std::string status;     // optimal, improved, seed_kept, skipped
+  std::string note;       // why, for skipped
+  double objective = 0;   // makespan of the returned schedule
+  double bound = 0;       // proven lower bound on the makespan
+  double gap = 0;
+  double seconds = 0;
+  int nodes = 0;
+  int windows = 0;        // windows re-optimised
+  int windows_improved = 0;
+};
+
+struct OptimizeResult {
+  Schedule schedule;
+  SolverStats stats;
+};
+
+// Called with each better validated schedule, as soon as it is found.
+using ImprovementCallback =
+    std::function<void(const Schedule& schedule, const Metrics& metrics, double bound)>;
+
+// `seed` must be valid for `problem` (within budget). The result is never worse than the seed.
+OptimizeResult optimize(const Problem& problem, const Schedule& seed,
+                        const OptimizerOptions& options, const ImprovementCallback& on_improvement);
+
+}  // namespace optpipe
