@@ -4,6 +4,7 @@ BUILD_TYPE ?= RelWithDebInfo
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 DEMO_PROFILE ?= examples/gpt-8rank.json
+DEMO_TIME_LIMIT ?= 10
 
 .PHONY: all deps build test demo asan clean format
 
@@ -22,7 +23,7 @@ test: build
 	ctest --test-dir $(BUILD_DIR) --output-on-failure -j $(JOBS)
 
 demo: build
-	$(BUILD_DIR)/bin/optpipe-compile $(DEMO_PROFILE) -o $(BUILD_DIR)/demo-schedule.json
+	$(BUILD_DIR)/bin/optpipe-compile $(DEMO_PROFILE) --time-limit $(DEMO_TIME_LIMIT) -o $(BUILD_DIR)/demo-schedule.json
 
 # Unit tests under AddressSanitizer and UndefinedBehaviorSanitizer.
 asan:

@@ -69,9 +69,14 @@ Metrics compute_metrics(const Problem& problem, const Schedule& schedule) {
   m.span = longest ? longest->span : 0;
   m.idle_fraction = m.makespan > 0 ? 1 - total_busy / (problem.ranks * m.makespan) : 0;
   m.bubble_rate = m.span > 0 ? (m.span - longest->busy) / m.span : 0;
-  m.lower_bound = trivial_lower_bound(problem);
-  m.gap = m.lower_bound > 0 ? m.makespan / m.lower_bound - 1 : 0;
+  m.lower_bound = 0;
+  raise_lower_bound(m, trivial_lower_bound(problem));
   return m;
+}
+
+void raise_lower_bound(Metrics& metrics, double bound) {
+  metrics.lower_bound = std::max(metrics.lower_bound, bound);
+  metrics.gap = metrics.lower_bound > 0 ? metrics.makespan / metrics.lower_bound - 1 : 0;
 }
 
 }  // namespace optpipe

@@ -30,6 +30,9 @@ struct Metrics {
 
 Metrics compute_metrics(const Problem& problem, const Schedule& schedule);
 
+// Raises the metrics' lower bound to a proven `bound` (e.g. the solver's) and updates the gap.
+void raise_lower_bound(Metrics& metrics, double bound);
+
 // A makespan no schedule can beat: the longest of (earliest start of a rank's first op + its
 // work) and one microbatch's critical path through all stages and back.
 double trivial_lower_bound(const Problem& problem);

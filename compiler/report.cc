@@ -30,7 +30,7 @@ std::string summary_table(const Problem& problem, const std::string& method,
 }
 
 nlohmann::json summary_json(const Problem& problem, const std::string& method,
-                            const Metrics& metrics) {
+                            const Metrics& metrics, const SolverStats* solver) {
   nlohmann::json ranks = nlohmann::json::array();
   for (const RankMetrics& rm : metrics.ranks) {
     ranks.push_back({{"rank", rm.rank},
@@ -49,7 +49,7 @@ nlohmann::json summary_json(const Problem& problem, const std::string& method,
           {"lower_bound", metrics.lower_bound},
           {"gap", metrics.gap},
           {"ranks", std::move(ranks)},
-          {"solver", nullptr}};
+          {"solver", solver ? to_json(*solver) : nlohmann::json()}};
 }
 
 }  // namespace optpipe

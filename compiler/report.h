@@ -7,6 +7,7 @@
 
 #include "compiler/metrics.h"
 #include "compiler/problem.h"
+#include "compiler/solver_stats.h"
 
 namespace optpipe {
 
@@ -15,8 +16,8 @@ std::string summary_table(const Problem& problem, const std::string& method,
                           const Metrics& metrics);
 
 // method, feasible, makespan, span, idle_fraction, bubble_rate, lower_bound, gap, time_unit,
-// ranks: [{rank, busy, span, peak_bytes, budget_bytes}], solver.
+// ranks: [{rank, busy, span, peak_bytes, budget_bytes}], solver (null when it did not run).
 nlohmann::json summary_json(const Problem& problem, const std::string& method,
-                            const Metrics& metrics);
+                            const Metrics& metrics, const SolverStats* solver = nullptr);
 
 }  // namespace optpipe

@@ -11,7 +11,7 @@ namespace optpipe {
 using nlohmann::json;
 
 nlohmann::json schedule_to_json(const Problem& problem, const Schedule& schedule,
-                                const Metrics& metrics) {
+                                const Metrics& metrics, const SolverStats* solver) {
   json ranks = json::array();
   for (int r = 0; r < problem.ranks; ++r) {
     json actions = json::array();
@@ -48,7 +48,7 @@ nlohmann::json schedule_to_json(const Problem& problem, const Schedule& schedule
             {"lower_bound", metrics.lower_bound},
             {"gap", metrics.gap},
             {"feasible", metrics.within_budget}}},
-          {"solver", nullptr},
+          {"solver", solver ? to_json(*solver) : json()},
           {"ranks", std::move(ranks)}};
 }
 

@@ -11,13 +11,14 @@
 #include "compiler/metrics.h"
 #include "compiler/problem.h"
 #include "compiler/schedule.h"
+#include "compiler/solver_stats.h"
 
 namespace optpipe {
 
 inline constexpr std::string_view kScheduleFormat = "optpipe.schedule/v1";
 
 nlohmann::json schedule_to_json(const Problem& problem, const Schedule& schedule,
-                                const Metrics& metrics);
+                                const Metrics& metrics, const SolverStats* solver = nullptr);
 
 // What a schedule file says besides its actions.
 struct ScheduleFile {

@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <memory>
 #include <mutex>
 
 #include "CbcEventHandler.hpp"
@@ -21,27 +22,61 @@ std::mutex& cbc_mutex() {
   return mutex;
 }
 
-class IncumbentHandler : public CbcEventHandler {
+// Keeps the best integer solution CBC reports, starting from the MIP start. CBC's own
+// bestSolution() after CbcMain1 is not reliable (it can hold an LP solution), so the result is
+// taken from here, and each vector is checked for integrality before it counts.
+class IncumbentTracker : public CbcEventHandler {
  public:
-  IncumbentHandler(const IncumbentCallback* callback, int num_columns)
-      : callback_(callback), num_columns_(num_columns) {}
-  IncumbentHandler(const IncumbentHandler& other) = default;
+  IncumbentTracker(const LinearModel& model, std::vector<double> start,
+                   const IncumbentCallback* callback)
+      : state_(std::make_shared<State>()), model_data_(&model), callback_(callback) {
+    state_->best_objective = objective_of(start);
+    state_->best = std::move(start);
+  }
 
   CbcAction event(CbcEvent which) override {
     if (which != solution && which != heuristicSolution) return noAction;
     const double* x = model_->bestSolution();
-    // With a MIP start CBC makes one call before it has a solution (objective 1.8e308).
-    if (!x || !*callback_ || model_->getObjValue() >= 1e300) return noAction;
-    std::lock_guard<std::mutex> lock(mutex_);
-    (*callback_)(std::vector<double>(x, x + num_columns_), model_->getObjValue());
+    if (!x) return noAction;  // the MIP start's spurious first call
+    std::vector<double> candidate(x, x + model_data_->columns.size());
+    if (!integral(candidate)) return noAction;
+    const double objective = objective_of(candidate);
+    std::lock_guard<std::mutex> lock(state_->mutex);
+    if (objective >= state_->best_objective - 1e-9) return noAction;
+    state_->best = candidate;
+    state_->best_objective = objective;
+    if (*callback_) (*callback_)(candidate, objective);
     return noAction;
   }
-  CbcEventHandler* clone() const override { return new IncumbentHandler(*this); }
+  CbcEventHandler* clone() const override { return new IncumbentTracker(*this); }
+
+  const std::vector<double>& best() const { return state_->best; }
+  double best_objective() const { return state_->best_objective; }
 
  private:
+  struct State {
+    std::mutex mutex;
+    std::vector<double> best;
+    double best_objective = 0;
+  };
+
+  double objective_of(const std::vector<double>& x) const {
+    double value = 0;
+    for (size_t j = 0; j < x.size(); ++j) value += model_data_->columns[j].objective * x[j];
+    return value;
+  }
+  bool integral(std::vector<double>& x) const {
+    for (size_t j = 0; j < x.size(); ++j) {
+      if (!model_data_->columns[j].integer) continue;
+      if (std::abs(x[j] - std::round(x[j])) > 1e-6) return false;
+      x[j] = std::round(x[j]);
+    }
+    return true;
+  }
+
+  std::shared_ptr<State> state_;  // shared with the clones CBC makes for its threads
+  const LinearModel* model_data_;
   const IncumbentCallback* callback_;
-  int num_columns_;
-  static inline std::mutex mutex_;
 };
 
 void load(const LinearModel& model, OsiClpSolverInterface& solver) {
@@ -108,13 +143,13 @@ SolveResult solve_with_cbc(const LinearModel& model, const std::vector<double>& 
     mip_start.emplace_back(model.columns[j].name, start[j]);
   }
   cbc.setMIPStart(mip_start);
-  IncumbentHandler handler(&on_incumbent, static_cast<int>(model.columns.size()));
-  cbc.passInEventHandler(&handler);
+  IncumbentTracker tracker(model, start, &on_incumbent);
+  cbc.passInEventHandler(&tracker);
 
   const std::string seconds = fmt::format("{:.3f}", std::max(0.05, options.time_limit_seconds));
   const std::string threads = std::to_string(options.threads);
   const std::string log = options.verbose ? "1" : "0";
-  const char* argv[] = {"optpipe", "-preprocess", "off", "-timeMode", "elapsed", "-sec",
+  const char* argv[] = {"optpipe", "-preprocess", "off", "-presolve", "off", "-timeMode", "elapsed", "-sec",
                         seconds.c_str(), "-threads", threads.c_str(), "-log", log.c_str(),
                         "-solve", "-quit"};
   CbcMain1(static_cast<int>(std::size(argv)), argv, cbc);
@@ -123,13 +158,22 @@ SolveResult solve_with_cbc(const LinearModel& model, const std::vector<double>& 
   result.seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   result.nodes = cbc.getNodeCount();
-  result.bound = cbc.getBestPossibleObjValue();
-  if (const double* x = cbc.bestSolution()) {
-    result.solution.assign(x, x + model.columns.size());
-    result.objective = cbc.getObjValue();
-    result.status = cbc.isProvenOptimal() ? SolveStatus::kOptimal : SolveStatus::kFeasible;
+  // The tracker saw every incumbent; pass on its best (clones share its state).
+  const auto* tracked = dynamic_cast<const IncumbentTracker*>(cbc.getEventHandler());
+  const IncumbentTracker& best = tracked ? *tracked : tracker;
+  result.solution = best.best();
+  result.objective = best.best_objective();
+  result.bound = std::min(cbc.getBestPossibleObjValue(), result.objective);
+  if (cbc.isProvenOptimal()) {
+    // The optimum's value bounds every solution; whether we hold it is the tracker's to say.
+    result.bound = std::min(result.objective, cbc.getObjValue());
+    result.status = result.objective <= result.bound + 1e-9 ? SolveStatus::kOptimal
+                                                            : SolveStatus::kFeasible;
   } else if (cbc.isProvenInfeasible()) {
-    result.status = SolveStatus::kInfeasible;
+    result.status = SolveStatus::kInfeasible;  // only when the start was not feasible after all
+    result.solution.clear();
+  } else {
+    result.status = SolveStatus::kFeasible;
   }
   return result;
 }

@@ -55,6 +55,7 @@ class Search {
     current_ = simulate(problem_, order_, seed.method);
     size_t ops = 0;
     for (const auto& refs : order_.ranks) ops += refs.size();
+    if (proven_optimal()) return finish();  // the seed meets the lower bound
     if (ops <= static_cast<size_t>(options_.max_ops_for_whole_model)) {
       solve_whole();
     } else {
@@ -108,31 +109,47 @@ class Search {
     }
   }
 
+  // Windows of `width` microbatches slide by half a window; a pass that finds nothing doubles the
+  // width, so the search ends on ever larger neighbourhoods until the time is up.
   void slide_windows() {
-    const int width = std::max(1, options_.window_microbatches);
-    bool improved_in_pass = true;
-    while (improved_in_pass && remaining() > 0.05) {
-      improved_in_pass = false;
-      for (int first = 0; first < problem_.microbatches && remaining() > 0.05; first += width) {
-        const Segment window = microbatch_band(problem_, order_, first, width);
-        const OrderModel model(problem_, order_, current_, window,
-                               SegmentObjective::kMakespanThenRanks);
-        const SolveResult result =
-            solve_with_cbc(model.model(), model.start_solution(),
-                           cbc_options(std::min(remaining(), options_.window_time_limit_seconds)),
-                           nullptr);
-        ++stats_.windows;
-        stats_.nodes += result.nodes;
-        if (!result.solution.empty() && offer(model.decode(result.solution))) {
-          ++stats_.windows_improved;
-          improved_in_pass = true;
-        }
+    int width = std::max(1, options_.window_microbatches);
+    while (remaining() > 0.05 && !proven_optimal()) {
+      bool improved = false;
+      const int stride = std::max(1, width / 2);
+      for (int first = 0; first < problem_.microbatches && remaining() > 0.05; first += stride) {
+        improved |= improve_window(first, width);
+        if (proven_optimal()) return;
+      }
+      if (!improved) {
+        if (width >= problem_.microbatches) return;
+        width = std::min(problem_.microbatches, 2 * width);
       }
     }
   }
 
+  bool improve_window(int first, int width) {
+    const Segment window = microbatch_band(problem_, order_, first, width);
+    const OrderModel model(problem_, order_, current_, window,
+                           SegmentObjective::kMakespanThenRanks);
+    const double limit = std::min(remaining(), options_.window_time_limit_seconds * width /
+                                                   std::max(1, options_.window_microbatches));
+    const SolveResult result =
+        solve_with_cbc(model.model(), model.start_solution(), cbc_options(limit), nullptr);
+    ++stats_.windows;
+    stats_.nodes += result.nodes;
+    if (result.solution.empty() || !offer(model.decode(result.solution))) return false;
+    ++stats_.windows_improved;
+    return true;
+  }
+
+  bool proven_optimal() const { return best_makespan_ <= stats_.bound + kImprovement; }
+
   OptimizeResult finish() {
-    if (stats_.status.empty()) stats_.status = stats_.windows_improved > 0 ? "improved" : "seed_kept";
+    if (stats_.status.empty()) {
+      stats_.status = proven_optimal()            ? "optimal"
+                      : stats_.windows_improved > 0 ? "improved"
+                                                    : "seed_kept";
+    }
     stats_.objective = best_makespan_;
     stats_.gap = stats_.bound > 0 ? best_makespan_ / stats_.bound - 1 : 0;
     stats_.seconds = elapsed();

@@ -10,6 +10,7 @@
 #include "compiler/metrics.h"
 #include "compiler/problem.h"
 #include "compiler/schedule.h"
+#include "compiler/solver_stats.h"
 
 namespace optpipe {
 
@@ -21,18 +22,6 @@ struct OptimizerOptions {
   int max_ops_for_whole_model = 160;
   int window_microbatches = 2;
   double window_time_limit_seconds = 2;
-};
-
-struct SolverStats {
-  std::string status;     // optimal, improved, seed_kept, skipped
-  std::string note;       // why, for skipped
-  double objective = 0;   // makespan of the returned schedule
-  double bound = 0;       // proven lower bound on the makespan
-  double gap = 0;
-  double seconds = 0;
-  int nodes = 0;
-  int windows = 0;        // windows re-optimised
-  int windows_improved = 0;
 };
 
 struct OptimizeResult {

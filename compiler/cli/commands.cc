@@ -2,15 +2,20 @@
 
 #include <fmt/format.h>
 
+#include <chrono>
 #include <filesystem>
 #include <iostream>
+#include <limits>
 #include <memory>
 
+#include "compiler/chrome_trace.h"
 #include "compiler/cli/compile_driver.h"
 #include "compiler/errors.h"
+#include "compiler/export_torch_csv.h"
 #include "compiler/file_io.h"
 #include "compiler/metrics.h"
 #include "compiler/profile.h"
+#include "compiler/render_svg.h"
 #include "compiler/report.h"
 #include "compiler/schedule_json.h"
 #include "compiler/validator.h"
@@ -66,23 +71,72 @@ struct CompileArgs {
   std::string budget;
   SummaryOutput summary;
   bool quiet = false;
+  double time_limit_seconds = 60;
+  int threads = 0;
+  bool verbose = false;
+  std::string torch_csv;  // --export-torch-csv
+  std::string torch_dialect = "2.6";
+  std::string trace;  // --trace
 };
+
+// --export-torch-csv and --trace (docs/exports.md).
+void write_exports(const CompileArgs& args, const Problem& problem, const Candidate& best,
+                   TorchDialect dialect, std::ostream& out) {
+  if (!args.torch_csv.empty()) {
+    write_file_atomically(args.torch_csv, export_torch_csv(problem, best.schedule, dialect));
+    if (!args.quiet) out << "PyTorch CSV written to " << args.torch_csv << "\n";
+  }
+  if (!args.trace.empty()) {
+    write_file_atomically(args.trace, chrome_trace_json(problem, best.schedule, best.metrics));
+    if (!args.quiet) out << "trace written to " << args.trace << "\n";
+  }
+}
+
+// Online incumbents: every better schedule replaces the output file atomically as soon as it is
+// found, so a trainer watching the file can swap it in, and an interrupted run leaves the best.
+CompileOptions compile_options(const CompileArgs& args, const Problem& problem,
+                               const std::string& output) {
+  CompileOptions options;
+  options.method = args.method;
+  options.optimizer.time_limit_seconds = args.time_limit_seconds;
+  options.optimizer.threads = args.threads;
+  options.optimizer.verbose = args.verbose;
+  const auto started = std::chrono::steady_clock::now();
+  options.on_improvement = [&args, &problem, output, started](const Schedule& schedule,
+                                                              const Metrics& metrics,
+                                                              double bound) {
+    Metrics reported = metrics;
+    raise_lower_bound(reported, bound);
+    write_file_atomically(output, schedule_to_json(problem, schedule, reported).dump(1) + "\n");
+    if (args.quiet) return;
+    args.summary.table_stream() << fmt::format(
+        "[{:7.2f}s] {:<18} makespan {:.3f} {}  bound {:.3f}  gap {:.2f}%\n",
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count(),
+        schedule.method, reported.makespan, to_string(problem.time_unit), reported.lower_bound,
+        100 * reported.gap);
+  };
+  return options;
+}
 
 int run_compile(const CompileArgs& args) {
   Problem problem = load_profile(args.profile);
   if (!args.budget.empty()) override_budget(problem, args.budget);
-  const CompileResult result = compile(problem, args.method);
-  const Candidate& best = result.best;
+  const TorchDialect dialect = parse_torch_dialect(args.torch_dialect);
+  if (!args.torch_csv.empty()) check_torch_dialect(problem, dialect);  // before a long compile
   const std::string output = args.output.empty() ? default_output_path(args.profile) : args.output;
-  write_file_atomically(output,
-                        schedule_to_json(problem, best.schedule, best.metrics).dump(1) + "\n");
+  const CompileResult result = compile(problem, compile_options(args, problem, output));
+  const Candidate& best = result.best;
+  const SolverStats* solver = result.solver ? &*result.solver : nullptr;
+  write_file_atomically(
+      output, schedule_to_json(problem, best.schedule, best.metrics, solver).dump(1) + "\n");
   if (!args.quiet) {
     std::ostream& out = args.summary.table_stream();
     out << summary_table(problem, best.method, best.metrics);
     if (result.ranking.size() > 1) out << ranking_table(result, to_string(problem.time_unit));
     out << "schedule written to " << output << "\n";
   }
-  args.summary.write(summary_json(problem, best.method, best.metrics));
+  write_exports(args, problem, best, dialect, args.summary.table_stream());
+  args.summary.write(summary_json(problem, best.method, best.metrics, solver));
   return kExitOk;
 }
 
@@ -93,25 +147,63 @@ struct ValidateArgs {
   SummaryOutput summary;
 };
 
-int run_validate(const ValidateArgs& args) {
-  Problem problem = load_profile(args.profile);
-  if (!args.budget.empty()) override_budget(problem, args.budget);
-  const ScheduleFile file = load_schedule_json(args.schedule);
+// The schedule file, once it is known to be compiled for this profile and to pass the validator;
+// Error(kExitInvalidSchedule) otherwise.
+ScheduleFile load_valid_schedule(const Problem& problem, const std::string& profile_path,
+                                 const std::string& schedule_path) {
+  ScheduleFile file = load_schedule_json(schedule_path);
   if (file.profile_sha256 != problem.profile_sha256) {
     throw Error(kExitInvalidSchedule,
                 fmt::format("{}: was compiled for another profile (sha256 {}), {} has {}; "
                             "recompile it with optpipe-compile",
-                            args.schedule, file.profile_sha256.substr(0, 12), args.profile,
+                            schedule_path, file.profile_sha256.substr(0, 12), profile_path,
                             problem.profile_sha256.substr(0, 12)));
   }
   if (const auto violation = validate(problem, file.schedule)) {
-    throw Error(kExitInvalidSchedule, fmt::format("{}: invalid: {}", args.schedule,
-                                                  violation->message));
+    throw Error(kExitInvalidSchedule,
+                fmt::format("{}: invalid: {}", schedule_path, violation->message));
   }
+  return file;
+}
+
+int run_validate(const ValidateArgs& args) {
+  Problem problem = load_profile(args.profile);
+  if (!args.budget.empty()) override_budget(problem, args.budget);
+  const ScheduleFile file = load_valid_schedule(problem, args.profile, args.schedule);
   const Metrics metrics = compute_metrics(problem, file.schedule);
   args.summary.table_stream() << args.schedule << ": valid\n"
                               << summary_table(problem, file.schedule.method, metrics);
   args.summary.write(summary_json(problem, file.schedule.method, metrics));
+  return kExitOk;
+}
+
+struct RenderArgs {
+  std::string profile;
+  std::string schedule;
+  std::string output;
+  std::string budget;
+};
+
+int run_render(const RenderArgs& args) {
+  Problem problem = load_profile(args.profile);
+  if (!args.budget.empty()) override_budget(problem, args.budget);
+  // Over budget is worth a picture (the curve crosses the line); anything else invalid is not.
+  Problem unlimited = problem;
+  unlimited.budget_bytes.assign(problem.ranks, std::numeric_limits<int64_t>::max());
+  const ScheduleFile file = load_valid_schedule(unlimited, args.profile, args.schedule);
+  const std::string output = args.output.empty()
+                                 ? std::filesystem::path(args.schedule).stem().string() + ".svg"
+                                 : args.output;
+  const std::string extension = std::filesystem::path(output).extension().string();
+  const Metrics metrics = compute_metrics(problem, file.schedule);
+  if (extension == ".html" || extension == ".htm") {
+    write_file_atomically(output, render_html(problem, file.schedule, metrics));
+  } else if (extension == ".svg") {
+    write_file_atomically(output, render_svg(problem, file.schedule, metrics));
+  } else {
+    throw InputError(fmt::format("-o {}: must end in .svg or .html", output));
+  }
+  std::cout << "timeline written to " << output << "\n";
   return kExitOk;
 }
 
@@ -123,10 +215,22 @@ CommandRunner add_compile_command(CLI::App& app) {
   app.add_option("-o,--output", args->output,
                  "Schedule file to write (default: <profile name>.schedule.json)");
   app.add_option("--method", args->method,
-                 "auto (default: best of all generators) or a method from `optpipe methods`");
+                 "auto (default: best generator, then the optimiser), milp, or a method from `optpipe methods`");
   add_budget_option(app, args->budget);
   add_summary_option(app, args->summary);
+  app.add_option("--time-limit", args->time_limit_seconds,
+                 "Seconds the optimiser may run (auto, milp; default 60, 0 skips it)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--threads", args->threads, "CBC threads (default 0: serial)")
+      ->check(CLI::Range(0, 256));
+  app.add_flag("--verbose", args->verbose, "Show CBC's log");
   app.add_flag("-q,--quiet", args->quiet, "Print nothing but errors");
+  app.add_option("--export-torch-csv", args->torch_csv,
+                 "Also write the schedule as a PyTorch pipelining compute-only CSV");
+  app.add_option("--torch-dialect", args->torch_dialect,
+                 "Token set of that CSV: 2.6 (default; 2.6 and later) or 2.5");
+  app.add_option("--trace", args->trace,
+                 "Also write a Chrome trace (JSON) for Perfetto or chrome://tracing");
   return [args] { return run_compile(*args); };
 }
 
@@ -139,14 +243,27 @@ CommandRunner add_validate_command(CLI::App& app) {
   return [args] { return run_validate(*args); };
 }
 
+CommandRunner add_render_command(CLI::App& app) {
+  auto args = std::make_shared<RenderArgs>();
+  app.add_option("profile", args->profile, "Profile the schedule was compiled for")->required();
+  app.add_option("schedule", args->schedule, "Schedule (optpipe.schedule/v1 JSON)")->required();
+  app.add_option("-o,--output", args->output,
+                 "timeline.svg or timeline.html (default: <schedule name>.svg)");
+  add_budget_option(app, args->budget);
+  return [args] { return run_render(*args); };
+}
+
 CommandRunner add_methods_command(CLI::App&) {
   return [] {
     for (const Generator& g : generators()) {
       std::cout << fmt::format("{:<18} {}\n{:<18} ({})\n", g.name, g.summary, "", g.reference);
     }
+    std::cout << fmt::format("{:<18} {}\n", "milp",
+                             "the MILP optimiser (CBC) seeded with the best method: proves small "
+                             "problems optimal, re-optimises windows of larger ones");
     std::cout << fmt::format("{:<18} {}\n", "auto",
-                             "runs every method that supports the profile and keeps the fastest "
-                             "schedule that fits the budget (the default)");
+                             "every method that supports the profile, then the optimiser on the "
+                             "fastest schedule that fits the budget (the default)");
     return kExitOk;
   };
 }

@@ -15,9 +15,11 @@ namespace optpipe {
 
 namespace {
 
+bool uses_optimizer(const std::string& method) { return method == "auto" || method == "milp"; }
+
 std::vector<const Generator*> chosen_generators(const Problem& problem, const std::string& method) {
   std::vector<const Generator*> chosen;
-  if (method == "auto") {
+  if (method == "auto" || method == "milp") {
     for (const Generator& g : generators()) {
       if (g.unsupported_reason(problem).empty()) chosen.push_back(&g);
     }
@@ -27,7 +29,7 @@ std::vector<const Generator*> chosen_generators(const Problem& problem, const st
   if (!generator) {
     std::vector<std::string_view> names;
     for (const Generator& g : generators()) names.push_back(g.name);
-    throw InputError(fmt::format("--method: unknown method \"{}\"; choose auto or one of: {} "
+    throw InputError(fmt::format("--method: unknown method \"{}\"; choose auto, milp or one of: {} "
                                  "(`optpipe methods` describes them)",
                                  method, fmt::join(names, ", ")));
   }
@@ -95,6 +97,14 @@ std::string over_budget_message(const Problem& problem, const std::vector<Candid
 }  // namespace
 
 CompileResult compile(const Problem& problem, const std::string& method) {
+  CompileOptions options;
+  options.method = method;
+  options.optimizer.time_limit_seconds = 0;
+  return compile(problem, options);
+}
+
+CompileResult compile(const Problem& problem, const CompileOptions& options) {
+  const std::string& method = options.method;
   CompileResult result;
   for (const Generator* generator : chosen_generators(problem, method)) {
     result.ranking.push_back(run_generator(problem, *generator));
@@ -107,6 +117,22 @@ CompileResult compile(const Problem& problem, const std::string& method) {
     throw Error(kExitOverBudget, over_budget_message(problem, result.ranking));
   }
   result.best = result.ranking.front();
+  if (options.on_improvement) {
+    options.on_improvement(result.best.schedule, result.best.metrics, result.best.metrics.lower_bound);
+  }
+  if (uses_optimizer(method) && options.optimizer.time_limit_seconds > 0) {
+    OptimizeResult optimized =
+        optimize(problem, result.best.schedule, options.optimizer, options.on_improvement);
+    Candidate milp{"milp", std::move(optimized.schedule), {}, {}};
+    milp.metrics = compute_metrics(problem, milp.schedule);
+    raise_lower_bound(milp.metrics, optimized.stats.bound);
+    raise_lower_bound(result.best.metrics, optimized.stats.bound);
+    if (method == "milp" || milp.metrics.makespan < result.best.metrics.makespan) {
+      result.best = milp;
+      result.ranking.insert(result.ranking.begin(), milp);
+    }
+    result.solver = optimized.stats;
+  }
   return result;
 }
 

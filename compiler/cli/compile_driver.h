@@ -9,6 +9,8 @@
 #include "compiler/metrics.h"
 #include "compiler/problem.h"
 #include "compiler/schedule.h"
+#include "compiler/solver_stats.h"
+#include "solver/optimizer.h"
 
 namespace optpipe {
 
@@ -22,11 +24,23 @@ struct Candidate {
 struct CompileResult {
   Candidate best;
   std::vector<Candidate> ranking;  // every method tried: usable ones by makespan, then the rest
+  std::optional<SolverStats> solver;  // when the optimiser ran
 };
 
-// `method` is "auto" (every generator that supports the problem) or a generator's name. Throws
-// InputError for an unknown or unsupported method and Error(kExitOverBudget) when nothing fits,
-// naming the smallest budget that would.
+struct CompileOptions {
+  // "auto": every generator that supports the problem, then the optimiser on the best of them;
+  // "milp": the same, reported as the optimiser's; a generator's name: that generator alone.
+  std::string method = "auto";
+  OptimizerOptions optimizer;
+  // Each schedule better than the last, as soon as it is known: the best generator's first, then
+  // the optimiser's improvements (docs/cli.md: online incumbents).
+  ImprovementCallback on_improvement;
+};
+
+// Throws InputError for an unknown or unsupported method and Error(kExitOverBudget) when nothing
+// fits, naming the smallest budget that would.
+CompileResult compile(const Problem& problem, const CompileOptions& options);
+// A generator alone (or "auto" without the optimiser).
 CompileResult compile(const Problem& problem, const std::string& method);
 
 // Sets every rank's budget to `size` (e.g. "60GiB"); InputError when it is below a rank's static
