@@ -7,12 +7,18 @@ namespace optpipe {
 double duration(const Problem& problem, const OpRef& ref) {
   const StageCosts& costs = problem.stages[ref.stage];
   switch (ref.op) {
-    case Op::kForward: return costs.forward;
-    case Op::kBackwardInput: return costs.backward_input;
-    case Op::kBackwardWeight: return costs.backward_weight;
-    case Op::kBackward: return costs.backward_input + costs.backward_weight;
-    case Op::kOffload: return problem.offload_time(ref.stage);
-    case Op::kReload: return problem.reload_time(ref.stage);
+    case Op::kForward:
+      return costs.forward;
+    case Op::kBackwardInput:
+      return costs.backward_input;
+    case Op::kBackwardWeight:
+      return costs.backward_weight;
+    case Op::kBackward:
+      return costs.backward_input + costs.backward_weight;
+    case Op::kOffload:
+      return problem.offload_time(ref.stage);
+    case Op::kReload:
+      return problem.reload_time(ref.stage);
   }
   return 0;
 }

@@ -1,6 +1,7 @@
 // The dependencies of DESIGN.md §3, shared by the simulator, the validator and the solver.
 #pragma once
 
+#include <array>
 #include <vector>
 
 #include "compiler/problem.h"
@@ -17,41 +18,47 @@ struct Predecessor {
 // Which backward op a schedule uses for (stage, microbatch): B (then W) or the fused BW.
 enum class BackwardForm { kSplit, kFused };
 
-// Predecessors of `ref` among compute ops and transfers. `backward_form(stage, mb)` says whether the
-// downstream stage ran B or BW; `offloaded(stage, mb)` whether the activation went to host.
+// At most two: the upstream op and, for an offloaded activation's backward, its reload.
+struct Predecessors {
+  std::array<Predecessor, 2> items;
+  int count = 0;
+  void add(const OpRef& pred, double lag) { items[count++] = {pred, lag}; }
+  const Predecessor* begin() const { return items.data(); }
+  const Predecessor* end() const { return items.data() + count; }
+};
+
+// Predecessors of `ref` among compute ops and transfers. `backward_form(stage, mb)` says whether
+// the downstream stage ran B or BW; `offloaded(stage, mb)` whether the activation went to host.
 template <typename BackwardFormFn, typename OffloadedFn>
-std::vector<Predecessor> predecessors(const Problem& problem, const OpRef& ref,
-                                      BackwardFormFn backward_form, OffloadedFn offloaded) {
+Predecessors predecessors(const Problem& problem, const OpRef& ref, BackwardFormFn backward_form,
+                          OffloadedFn offloaded) {
   const int s = ref.stage;
   const int j = ref.microbatch;
   const int last = problem.num_stages() - 1;
-  auto backward_of = [&](int stage) {
-    return OpRef{backward_form(stage, j) == BackwardForm::kFused ? Op::kBackward
-                                                                 : Op::kBackwardInput,
-                 stage, j};
-  };
-  std::vector<Predecessor> preds;
+  Predecessors preds;
   switch (ref.op) {
     case Op::kForward:
-      if (s > 0) preds.push_back({{Op::kForward, s - 1, j}, problem.p2p(s - 1, s)});
+      if (s > 0) preds.add({Op::kForward, s - 1, j}, problem.p2p(s - 1, s));
       break;
     case Op::kBackwardInput:
     case Op::kBackward:
       if (s == last) {
-        preds.push_back({{Op::kForward, s, j}, 0.0});
+        preds.add({Op::kForward, s, j}, 0.0);
       } else {
-        preds.push_back({backward_of(s + 1), problem.p2p(s + 1, s)});
+        const Op upstream =
+            backward_form(s + 1, j) == BackwardForm::kFused ? Op::kBackward : Op::kBackwardInput;
+        preds.add({upstream, s + 1, j}, problem.p2p(s + 1, s));
       }
-      if (offloaded(s, j)) preds.push_back({{Op::kReload, s, j}, 0.0});
+      if (offloaded(s, j)) preds.add({Op::kReload, s, j}, 0.0);
       break;
     case Op::kBackwardWeight:
-      preds.push_back({{Op::kBackwardInput, s, j}, 0.0});
+      preds.add({Op::kBackwardInput, s, j}, 0.0);
       break;
     case Op::kOffload:
-      preds.push_back({{Op::kForward, s, j}, 0.0});
+      preds.add({Op::kForward, s, j}, 0.0);
       break;
     case Op::kReload:
-      preds.push_back({{Op::kOffload, s, j}, 0.0});
+      preds.add({Op::kOffload, s, j}, 0.0);
       break;
   }
   return preds;

@@ -11,8 +11,8 @@ double trivial_lower_bound(const Problem& problem) {
   const int num_stages = problem.num_stages();
   std::vector<double> earliest_forward(num_stages, 0.0);
   for (int s = 1; s < num_stages; ++s) {
-    earliest_forward[s] = earliest_forward[s - 1] + problem.stages[s - 1].forward +
-                          problem.p2p(s - 1, s);
+    earliest_forward[s] =
+        earliest_forward[s - 1] + problem.stages[s - 1].forward + problem.p2p(s - 1, s);
   }
   std::vector<double> first_start(problem.ranks, std::numeric_limits<double>::infinity());
   std::vector<double> work(problem.ranks, 0.0);

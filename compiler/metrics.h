@@ -11,8 +11,8 @@ namespace optpipe {
 
 struct RankMetrics {
   int rank = 0;
-  double busy = 0;  // sum of compute durations
-  double span = 0;  // last compute end minus first compute start
+  double busy = 0;         // sum of compute durations
+  double span = 0;         // last compute end minus first compute start
   int64_t peak_bytes = 0;  // static + highest live activation bytes
   int64_t budget_bytes = 0;
 };

@@ -38,17 +38,24 @@ std::vector<int> place_stages(PlacementKind kind, int ranks, int chunks_per_rank
   return rank_of_stage;
 }
 
-const char* to_string(TimeUnit unit) { return unit == TimeUnit::kMilliseconds ? "ms" : "us"; }
+const char* to_string(TimeUnit unit) {
+  return unit == TimeUnit::kMilliseconds ? "ms" : "us";
+}
 
 const char* to_string(PlacementKind kind) {
   switch (kind) {
-    case PlacementKind::kLoop: return "loop";
-    case PlacementKind::kVShape: return "vshape";
-    case PlacementKind::kExplicit: return "explicit";
+    case PlacementKind::kLoop:
+      return "loop";
+    case PlacementKind::kVShape:
+      return "vshape";
+    case PlacementKind::kExplicit:
+      return "explicit";
   }
   return "?";
 }
 
-const char* to_string(ChannelMode mode) { return mode == ChannelMode::kShared ? "shared" : "duplex"; }
+const char* to_string(ChannelMode mode) {
+  return mode == ChannelMode::kShared ? "shared" : "duplex";
+}
 
 }  // namespace optpipe

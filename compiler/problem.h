@@ -18,7 +18,8 @@ struct StageCosts {
   double forward = 0;
   double backward_input = 0;
   double backward_weight = 0;
-  int64_t activation_bytes = 0;   // A: allocated by F, held until B (A - G released) and W (G released)
+  int64_t activation_bytes =
+      0;  // A: allocated by F, held until B (A - G released) and W (G released)
   int64_t weight_grad_bytes = 0;  // G: the part of A that W still needs after B
   int64_t offloadable_bytes = 0;  // O <= A: what an offload moves to host and a reload brings back
 };

@@ -14,12 +14,11 @@ std::string summary_table(const Problem& problem, const std::string& method,
       "makespan {:.3f} {} (lower bound {:.3f}, gap {:.1f}%), idle {:.1f}%, bubble rate {:.1f}%, "
       "{}\n",
       problem.name, method, problem.ranks, problem.chunks_per_rank, problem.microbatches,
-      metrics.makespan, unit, metrics.lower_bound, 100 * metrics.gap,
-      100 * metrics.idle_fraction, 100 * metrics.bubble_rate,
-      metrics.within_budget ? "within budget" : "OVER BUDGET");
-  out += fmt::format("{:>5} {:>12} {:>12} {:>12} {:>12} {:>6}\n", "rank",
-                     fmt::format("busy {}", unit), fmt::format("idle {}", unit), "peak", "budget",
-                     "use");
+      metrics.makespan, unit, metrics.lower_bound, 100 * metrics.gap, 100 * metrics.idle_fraction,
+      100 * metrics.bubble_rate, metrics.within_budget ? "within budget" : "OVER BUDGET");
+  out +=
+      fmt::format("{:>5} {:>12} {:>12} {:>12} {:>12} {:>6}\n", "rank", fmt::format("busy {}", unit),
+                  fmt::format("idle {}", unit), "peak", "budget", "use");
   for (const RankMetrics& rm : metrics.ranks) {
     out += fmt::format("{:>5} {:>12.3f} {:>12.3f} {:>12} {:>12} {:>5.1f}%\n", rm.rank, rm.busy,
                        metrics.makespan - rm.busy, format_bytes_short(rm.peak_bytes),

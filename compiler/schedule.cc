@@ -10,11 +10,17 @@ namespace {
 constexpr std::array<std::string_view, 6> kOpNames = {"F", "B", "W", "BW", "OFFLOAD", "RELOAD"};
 }  // namespace
 
-bool is_compute(Op op) { return !is_transfer(op); }
+bool is_compute(Op op) {
+  return !is_transfer(op);
+}
 
-bool is_transfer(Op op) { return op == Op::kOffload || op == Op::kReload; }
+bool is_transfer(Op op) {
+  return op == Op::kOffload || op == Op::kReload;
+}
 
-std::string_view to_string(Op op) { return kOpNames[static_cast<size_t>(op)]; }
+std::string_view to_string(Op op) {
+  return kOpNames[static_cast<size_t>(op)];
+}
 
 std::optional<Op> parse_op(std::string_view name) {
   for (size_t i = 0; i < kOpNames.size(); ++i) {

@@ -5,6 +5,7 @@
 #include "compiler/errors.h"
 #include "compiler/file_io.h"
 #include "compiler/json_fields.h"
+#include "compiler/validator.h"
 
 namespace optpipe {
 
@@ -102,6 +103,22 @@ ScheduleFile parse_schedule_json(std::string_view json_text, const std::string& 
 
 ScheduleFile load_schedule_json(const std::string& path) {
   return parse_schedule_json(read_text_file(path), path);
+}
+
+ScheduleFile load_valid_schedule(const Problem& problem, const std::string& profile_path,
+                                 const std::string& path) {
+  ScheduleFile file = load_schedule_json(path);
+  if (file.profile_sha256 != problem.profile_sha256) {
+    throw Error(kExitInvalidSchedule,
+                fmt::format("{}: was compiled for another profile (sha256 {}), {} has {}; "
+                            "recompile it with optpipe-compile",
+                            path, file.profile_sha256.substr(0, 12), profile_path,
+                            problem.profile_sha256.substr(0, 12)));
+  }
+  if (const auto violation = validate(problem, file.schedule)) {
+    throw Error(kExitInvalidSchedule, fmt::format("{}: invalid: {}", path, violation->message));
+  }
+  return file;
 }
 
 }  // namespace optpipe

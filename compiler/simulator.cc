@@ -6,6 +6,8 @@
 #include <cmath>
 #include <deque>
 #include <limits>
+#include <queue>
+#include <tuple>
 
 #include "compiler/dependencies.h"
 #include "compiler/errors.h"
@@ -22,50 +24,86 @@ struct PendingTransfer {
   double issue_time;
 };
 
+// A candidate in the heap: the head of a rank's compute stream (queue -1) or of one of its copy
+// queues, with the start it could have. Entries go stale when their slot changes (version).
+struct Candidate {
+  double start;
+  int is_transfer;  // compute wins ties
+  int rank;
+  int channel;
+  int slot;
+  unsigned version;
+  bool operator>(const Candidate& o) const {
+    return std::tie(start, is_transfer, rank, channel) >
+           std::tie(o.start, o.is_transfer, o.rank, o.channel);
+  }
+};
+
 // Event-driven list scheduling: repeatedly commit the ready action with the earliest possible
-// start. Starts are committed in non-decreasing order, so a channel never receives a transfer
-// that should have gone before one it already ran.
+// start (a heap of candidates, re-pushed lazily when their start moved later). Starts are
+// committed in non-decreasing order, so a channel never receives a transfer that should have gone
+// before one it already ran.
 class Simulation {
  public:
   Simulation(const Problem& problem, const Order& order)
       : problem_(problem),
         order_(order),
         end_(problem, kNotDone),
-        listed_(problem, false),
+        listed_(problem, 0),
         next_(problem.ranks, 0),
         compute_free_(problem.ranks, 0.0),
-        queues_(problem.ranks, std::vector<std::deque<PendingTransfer>>(num_channels(problem))),
         channel_free_(num_channels(problem), 0.0),
-        schedule_{} {
+        queue_channel_(problem.ranks),
+        queues_(problem.ranks),
+        slot_base_(problem.ranks) {
     check_order();
+    int slots = 0;
+    for (int r = 0; r < problem.ranks; ++r) {
+      if (problem.offload) {
+        // One queue per channel the rank uses: a stream is FIFO in issue order.
+        const int d2h = channel_of(problem, r, Op::kOffload);
+        const int h2d = channel_of(problem, r, Op::kReload);
+        queue_channel_[r].push_back(std::min(d2h, h2d));
+        if (d2h != h2d) queue_channel_[r].push_back(std::max(d2h, h2d));
+        queues_[r].resize(queue_channel_[r].size());
+      }
+      slot_base_[r] = slots;
+      slots += 1 + static_cast<int>(queues_[r].size());
+    }
+    version_.assign(slots, 0);
   }
 
   Schedule run(const std::string& method) {
     schedule_.method = method;
     schedule_.ranks.assign(problem_.ranks, {});
-    for (int r = 0; r < problem_.ranks; ++r) issue_transfers(r);
+    for (int r = 0; r < problem_.ranks; ++r) {
+      issue_transfers(r);
+      refresh_rank(r);
+    }
     while (remaining_ > 0) {
-      Candidate best = pick_earliest();
-      if (!best.found) throw DeadlockError(deadlock_message());
-      commit(best);
+      if (heap_.empty()) throw DeadlockError(deadlock_message());
+      const Candidate c = heap_.top();
+      heap_.pop();
+      if (c.version != version_[c.slot]) continue;
+      const int queue = c.channel < 0 ? -1 : queue_of(c.rank, c.channel);
+      const double start = candidate_start(c.rank, queue);
+      if (std::isnan(start)) continue;
+      if (start > c.start) {
+        push(c.rank, queue, start);
+        continue;
+      }
+      commit(c.rank, queue, start);
     }
     for (auto& actions : schedule_.ranks) {
       std::stable_sort(actions.begin(), actions.end(), [](const Action& a, const Action& b) {
-        return a.start < b.start || (a.start == b.start && is_compute(a.ref.op) &&
-                                     is_transfer(b.ref.op));
+        return a.start < b.start ||
+               (a.start == b.start && is_compute(a.ref.op) && is_transfer(b.ref.op));
       });
     }
     return std::move(schedule_);
   }
 
  private:
-  struct Candidate {
-    bool found = false;
-    double start = 0;
-    int rank = 0;
-    int channel = -1;  // -1: the rank's next compute op
-  };
-
   void check_order() {
     if (static_cast<int>(order_.ranks.size()) != problem_.ranks) {
       throw Error(kExitInternal, fmt::format("order has {} ranks, the problem {}",
@@ -86,23 +124,24 @@ class Simulation {
         if (listed_[ref]) {
           throw Error(kExitInternal, fmt::format("order lists {} twice", describe(ref)));
         }
-        listed_[ref] = true;
+        listed_[ref] = 1;
         ++remaining_;
       }
     }
   }
 
-  BackwardForm backward_form(int stage, int mb) const {
-    return listed_[{Op::kBackward, stage, mb}] ? BackwardForm::kFused : BackwardForm::kSplit;
+  Predecessors predecessors_of(const OpRef& ref) const {
+    auto form = [this](int s, int j) {
+      return listed_[{Op::kBackward, s, j}] ? BackwardForm::kFused : BackwardForm::kSplit;
+    };
+    auto offloaded = [this](int s, int j) { return listed_[{Op::kReload, s, j}] != 0; };
+    return predecessors(problem_, ref, form, offloaded);
   }
-  bool offloaded(int stage, int mb) const { return listed_[{Op::kReload, stage, mb}]; }
 
   // Earliest start allowed by dependencies, or NaN while one of them has not been timed.
   double ready_time(const OpRef& ref) const {
     double ready = 0;
-    auto form = [this](int s, int j) { return backward_form(s, j); };
-    auto off = [this](int s, int j) { return offloaded(s, j); };
-    for (const Predecessor& p : predecessors(problem_, ref, form, off)) {
+    for (const Predecessor& p : predecessors_of(ref)) {
       const double pred_end = end_[p.pred];
       if (std::isnan(pred_end)) return kNotDone;
       ready = std::max(ready, pred_end + p.lag);
@@ -110,70 +149,85 @@ class Simulation {
     return ready;
   }
 
+  int queue_of(int rank, int channel) const { return queue_channel_[rank][0] == channel ? 0 : 1; }
+
+  // Earliest start of a slot's head, NaN when it has none or a dependency is untimed.
+  double candidate_start(int rank, int queue) const {
+    if (queue < 0) {
+      const auto& refs = order_.ranks[rank];
+      if (next_[rank] >= refs.size()) return kNotDone;
+      return std::max(ready_time(refs[next_[rank]]), compute_free_[rank]);  // NaN stays NaN
+    }
+    const auto& pending = queues_[rank][queue];
+    if (pending.empty()) return kNotDone;
+    const double ready = ready_time(pending.front().ref);
+    if (std::isnan(ready)) return kNotDone;
+    return std::max(
+        {ready, pending.front().issue_time, channel_free_[queue_channel_[rank][queue]]});
+  }
+
+  void push(int rank, int queue, double start) {
+    const int slot = slot_base_[rank] + 1 + queue;
+    ++version_[slot];
+    heap_.push({start, queue < 0 ? 0 : 1, rank, queue < 0 ? -1 : queue_channel_[rank][queue], slot,
+                version_[slot]});
+  }
+
+  void refresh(int rank, int queue) {
+    const double start = candidate_start(rank, queue);
+    if (std::isnan(start)) {
+      ++version_[slot_base_[rank] + 1 + queue];
+    } else {
+      push(rank, queue, start);
+    }
+  }
+
+  void refresh_rank(int rank) {
+    refresh(rank, -1);
+    for (int q = 0; q < static_cast<int>(queues_[rank].size()); ++q) refresh(rank, q);
+  }
+
   // Transfers up to the next compute op are issued once the compute op before them has ended.
   void issue_transfers(int rank) {
     const auto& refs = order_.ranks[rank];
     while (next_[rank] < refs.size() && is_transfer(refs[next_[rank]].op)) {
       const OpRef& ref = refs[next_[rank]++];
-      queues_[rank][channel_of(problem_, rank, ref.op)].push_back({ref, compute_free_[rank]});
+      queues_[rank][queue_of(rank, channel_of(problem_, rank, ref.op))].push_back(
+          {ref, compute_free_[rank]});
     }
   }
 
-  // `ready` is NaN while a dependency is untimed; `resource_free` is when the stream is free.
-  static void consider(Candidate& best, double ready, double resource_free, int rank, int channel) {
-    if (std::isnan(ready)) return;
-    const double start = std::max(ready, resource_free);
-    if (!best.found || start < best.start) best = {true, start, rank, channel};
-  }
-
-  Candidate pick_earliest() const {
-    Candidate best;
-    for (int r = 0; r < problem_.ranks; ++r) {
-      const auto& refs = order_.ranks[r];
-      if (next_[r] < refs.size()) {
-        consider(best, ready_time(refs[next_[r]]), compute_free_[r], r, -1);
-      }
-    }
-    for (int r = 0; r < problem_.ranks; ++r) {
-      for (int c = 0; c < static_cast<int>(queues_[r].size()); ++c) {
-        if (queues_[r][c].empty()) continue;
-        const PendingTransfer& head = queues_[r][c].front();
-        consider(best, ready_time(head.ref), std::max(head.issue_time, channel_free_[c]), r, c);
-      }
-    }
-    return best;
-  }
-
-  void commit(const Candidate& chosen) {
+  void commit(int rank, int queue, double start) {
     OpRef ref;
-    if (chosen.channel < 0) {
-      ref = order_.ranks[chosen.rank][next_[chosen.rank]++];
+    if (queue < 0) {
+      ref = order_.ranks[rank][next_[rank]++];
     } else {
-      ref = queues_[chosen.rank][chosen.channel].front().ref;
-      queues_[chosen.rank][chosen.channel].pop_front();
+      ref = queues_[rank][queue].front().ref;
+      queues_[rank][queue].pop_front();
     }
-    const double end = chosen.start + duration(problem_, ref);
+    const double end = start + duration(problem_, ref);
     end_[ref] = end;
-    schedule_.ranks[chosen.rank].push_back(
-        {ref, chosen.start, end, transfer_bytes(problem_, ref)});
+    schedule_.ranks[rank].push_back({ref, start, end, transfer_bytes(problem_, ref)});
     --remaining_;
-    if (chosen.channel < 0) {
-      compute_free_[chosen.rank] = end;
-      issue_transfers(chosen.rank);
+    if (queue < 0) {
+      compute_free_[rank] = end;
+      issue_transfers(rank);
     } else {
-      channel_free_[chosen.channel] = end;
+      channel_free_[queue_channel_[rank][queue]] = end;
     }
+    // What this op can unblock: its own rank, and the ranks of the neighbouring stages.
+    refresh_rank(rank);
+    if (ref.stage + 1 < problem_.num_stages()) refresh(problem_.rank_of_stage[ref.stage + 1], -1);
+    if (ref.stage > 0) refresh(problem_.rank_of_stage[ref.stage - 1], -1);
   }
 
   std::string deadlock_message() const {
     std::string blocked;
-    auto form = [this](int s, int j) { return backward_form(s, j); };
-    auto off = [this](int s, int j) { return offloaded(s, j); };
     for (int r = 0; r < problem_.ranks; ++r) {
       const auto& refs = order_.ranks[r];
       if (next_[r] >= refs.size()) continue;
       const OpRef& ref = refs[next_[r]];
-      for (const Predecessor& p : predecessors(problem_, ref, form, off)) {
+      for (const Predecessor& p : predecessors_of(ref)) {
         if (!std::isnan(end_[p.pred])) continue;
         blocked += fmt::format("{}rank {}: {} waits for {}{}", blocked.empty() ? "" : "; ", r,
                                describe(ref), describe(p.pred),
@@ -190,8 +244,12 @@ class Simulation {
   OpTable<uint8_t> listed_;  // not bool: vector<bool> has no references
   std::vector<size_t> next_;
   std::vector<double> compute_free_;
-  std::vector<std::vector<std::deque<PendingTransfer>>> queues_;  // [rank][channel]
   std::vector<double> channel_free_;
+  std::vector<std::vector<int>> queue_channel_;                   // [rank][queue] -> channel
+  std::vector<std::vector<std::deque<PendingTransfer>>> queues_;  // [rank][queue]
+  std::vector<int> slot_base_;
+  std::vector<unsigned> version_;
+  std::priority_queue<Candidate, std::vector<Candidate>, std::greater<>> heap_;
   Schedule schedule_;
   int remaining_ = 0;
 };

@@ -16,9 +16,13 @@ namespace {
 constexpr double kRelativeTolerance = 1e-9;
 constexpr double kAbsoluteTolerance = 1e-6;
 
-bool nearly_equal(double a, double b) { return at_or_before(a, b) && at_or_before(b, a); }
+bool nearly_equal(double a, double b) {
+  return at_or_before(a, b) && at_or_before(b, a);
+}
 
-std::string bytes_text(int64_t bytes) { return fmt::format("{} B ({:.3f} GiB)", bytes, bytes / 1073741824.0); }
+std::string bytes_text(int64_t bytes) {
+  return fmt::format("{} B ({:.3f} GiB)", bytes, bytes / 1073741824.0);
+}
 
 class Validation {
  public:
@@ -45,7 +49,8 @@ class Validation {
     for (int r = 0; r < problem_.ranks; ++r) {
       for (const Action& a : schedule_.ranks[r]) {
         const std::string what = fmt::format("rank {}: {}", r, describe(a.ref));
-        if (!in_range(problem_, a.ref)) return violation(what + ": stage or microbatch out of range");
+        if (!in_range(problem_, a.ref))
+          return violation(what + ": stage or microbatch out of range");
         if (problem_.rank_of_stage[a.ref.stage] != r) {
           return violation(fmt::format("{}: stage {} runs on rank {}", what, a.ref.stage,
                                        problem_.rank_of_stage[a.ref.stage]));
@@ -78,17 +83,18 @@ class Validation {
         auto n = [&](Op op) { return count_[{op, s, j}]; };
         const auto where = fmt::format("stage {} microbatch {}", s, j);
         if (n(Op::kForward) != 1) {
-          return violation(fmt::format("{}: F appears {} times, expected once", where, n(Op::kForward)));
+          return violation(
+              fmt::format("{}: F appears {} times, expected once", where, n(Op::kForward)));
         }
-        const bool split = n(Op::kBackwardInput) == 1 && n(Op::kBackwardWeight) == 1 &&
-                           n(Op::kBackward) == 0;
-        const bool fused = n(Op::kBackward) == 1 && n(Op::kBackwardInput) == 0 &&
-                           n(Op::kBackwardWeight) == 0;
+        const bool split =
+            n(Op::kBackwardInput) == 1 && n(Op::kBackwardWeight) == 1 && n(Op::kBackward) == 0;
+        const bool fused =
+            n(Op::kBackward) == 1 && n(Op::kBackwardInput) == 0 && n(Op::kBackwardWeight) == 0;
         if (!split && !fused) {
-          return violation(fmt::format("{}: needs B and W once each, or BW once; has B x{}, W x{}, "
-                                       "BW x{}",
-                                       where, n(Op::kBackwardInput), n(Op::kBackwardWeight),
-                                       n(Op::kBackward)));
+          return violation(
+              fmt::format("{}: needs B and W once each, or BW once; has B x{}, W x{}, "
+                          "BW x{}",
+                          where, n(Op::kBackwardInput), n(Op::kBackwardWeight), n(Op::kBackward)));
         }
         if (n(Op::kOffload) > 1 || n(Op::kOffload) != n(Op::kReload)) {
           return violation(fmt::format("{}: needs one RELOAD per OFFLOAD; has {} and {}", where,
@@ -109,10 +115,10 @@ class Validation {
         for (const Predecessor& p : predecessors(problem_, a.ref, form, offloaded)) {
           const Action& pred = *slot_[p.pred];
           if (!at_or_before(pred.end + p.lag, a.start)) {
-            return violation(fmt::format(
-                "rank {}: {} starts at {:.6g}, before {} ends at {:.6g}{}", r, describe(a.ref),
-                a.start, describe(p.pred), pred.end,
-                p.lag > 0 ? fmt::format(" plus p2p latency {:.6g}", p.lag) : ""));
+            return violation(
+                fmt::format("rank {}: {} starts at {:.6g}, before {} ends at {:.6g}{}", r,
+                            describe(a.ref), a.start, describe(p.pred), pred.end,
+                            p.lag > 0 ? fmt::format(" plus p2p latency {:.6g}", p.lag) : ""));
           }
         }
       }
@@ -165,10 +171,10 @@ class Validation {
       const int64_t limit = problem_.activation_budget(r);
       for (const MemoryStep& step : memory_timeline(problem_, schedule_.ranks[r])) {
         if (step.live_bytes > limit) {
-          return violation(fmt::format(
-              "rank {}: memory {} at time {:.6g} ({}) exceeds the budget {}", r,
-              bytes_text(problem_.static_bytes[r] + step.live_bytes), step.time,
-              describe(step.cause), bytes_text(problem_.budget_bytes[r])));
+          return violation(
+              fmt::format("rank {}: memory {} at time {:.6g} ({}) exceeds the budget {}", r,
+                          bytes_text(problem_.static_bytes[r] + step.live_bytes), step.time,
+                          describe(step.cause), bytes_text(problem_.budget_bytes[r])));
         }
       }
     }

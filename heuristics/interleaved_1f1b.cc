@@ -6,8 +6,8 @@
 namespace optpipe {
 
 // Megatron-LM's interleaved 1F1B on loop placement (stage c*R + r is chunk c of rank r).
-// Microbatches (a multiple of R) go in groups of R: a group runs through chunk 0, then chunk 1, ... forward and
-// through the chunks in reverse backward. Warm-up: 2(R-1-r) + (v-1)R forwards.
+// Microbatches (a multiple of R) go in groups of R: a group runs through chunk 0, then chunk 1, ...
+// forward and through the chunks in reverse backward. Warm-up: 2(R-1-r) + (v-1)R forwards.
 Order interleaved_1f1b_order(const Problem& problem) {
   const int ranks = problem.ranks;
   const int chunks = problem.chunks_per_rank;

@@ -1,10 +1,10 @@
 #include "heuristics/list_scheduler.h"
 
 #include <algorithm>
-#include <cmath>
 #include <deque>
 #include <functional>
 #include <limits>
+#include <optional>
 #include <queue>
 
 #include "compiler/dependencies.h"
@@ -16,17 +16,28 @@ namespace optpipe {
 namespace {
 
 constexpr double kInfinity = std::numeric_limits<double>::infinity();
+constexpr int64_t kNoLimit = std::numeric_limits<int64_t>::max();
 
 struct RankState {
-  std::vector<int> stages;
+  std::vector<int> stages;         // model order; stages[0] is where microbatches enter the rank
   std::vector<int> next_forward;   // per local stage: next microbatch to run F
   std::vector<int> next_backward;  // per local stage: next microbatch to run B
   std::deque<OpRef> pending_weights;
+  std::vector<int64_t> held_bytes;  // per microbatch: activation bytes it holds on this rank
+  int64_t live_bytes = 0;
+  int64_t peak_bytes = 0;
+  double first_start = -1;
+  int64_t memory_limit = kNoLimit;
+  int max_in_flight = std::numeric_limits<int>::max();
   int in_flight = 0;
   int remaining = 0;
-  double free_at = 0;
+  double free_at = 0;    // when the rank next decides
+  double last_end = 0;   // end of its last op
+  double idle = 0;       // time between its ops so far
   bool waiting = false;  // found nothing ready at free_at; let ranks free at the same time go first
 };
+
+enum class ForwardVerdict { kAllowed, kBlockedByMemory, kBlockedByCount };
 
 class ListScheduler {
  public:
@@ -38,15 +49,29 @@ class ListScheduler {
       rank.stages = problem.stages_of_rank(r);
       rank.next_forward.assign(rank.stages.size(), 0);
       rank.next_backward.assign(rank.stages.size(), 0);
+      rank.held_bytes.assign(problem.microbatches, 0);
       rank.remaining = 3 * static_cast<int>(rank.stages.size()) * problem.microbatches;
+      if (!policy.memory_limit_bytes.empty()) rank.memory_limit = policy.memory_limit_bytes[r];
+      if (!policy.max_in_flight.empty()) rank.max_in_flight = policy.max_in_flight[r];
     }
     order_.ranks.resize(problem.ranks);
   }
 
-  Order run() {
+  ListOutcome run() {
     while (true) {
       const int r = next_rank();
-      if (r < 0) return std::move(order_);
+      if (r < 0) {
+        ListOutcome outcome;
+        outcome.order = std::move(order_);
+        outcome.makespan = makespan_;
+        for (const RankState& rank : ranks_) {
+          outcome.peak_live_bytes.push_back(rank.peak_bytes);
+          if (rank.first_start >= 0) {
+            outcome.span = std::max(outcome.span, rank.last_end - rank.first_start);
+          }
+        }
+        return outcome;
+      }
       RankState& rank = ranks_[r];
       if (const auto op = choose(r)) {
         commit(r, *op);
@@ -83,62 +108,173 @@ class ListScheduler {
     return false;
   }
 
-  // When `ref` could start, or infinity while a predecessor is not committed.
+  // When `ref` could start, or infinity while a predecessor is not committed. The dependencies of
+  // compiler/dependencies.h for split backward without offload, spelled out: this is the inner
+  // loop.
   double ready_time(const OpRef& ref) const {
-    auto split = [](int, int) { return BackwardForm::kSplit; };
-    auto kept = [](int, int) { return false; };
-    double ready = 0;
-    for (const Predecessor& p : predecessors(problem_, ref, split, kept)) {
-      ready = std::max(ready, end_[p.pred] + p.lag);
+    const int s = ref.stage;
+    const int j = ref.microbatch;
+    switch (ref.op) {
+      case Op::kForward:
+        return s == 0 ? 0.0 : end_[{Op::kForward, s - 1, j}] + problem_.p2p(s - 1, s);
+      case Op::kBackwardInput:
+        if (s == problem_.num_stages() - 1) return end_[{Op::kForward, s, j}];
+        return end_[{Op::kBackwardInput, s + 1, j}] + problem_.p2p(s + 1, s);
+      default:
+        return end_[{Op::kBackwardInput, s, j}];
     }
-    return ready;
   }
 
-  std::optional<OpRef> first_ready(const RankState& rank, Op op,
-                                   const std::vector<int>& next) const {
-    // Later chunks first for backward, earlier first for forward: both drain the pipeline.
+  int64_t activation(int stage) const { return problem_.stages[stage].activation_bytes; }
+  int64_t weight_grad(int stage) const { return problem_.stages[stage].weight_grad_bytes; }
+
+  // Whether the rank may start the F of local stage `local` now (its dependencies aside).
+  ForwardVerdict forward_verdict(const RankState& rank, size_t local) const {
+    const int j = rank.next_forward[local];
+    if (local == 0 && rank.in_flight >= rank.max_in_flight) return ForwardVerdict::kBlockedByCount;
+    if (rank.memory_limit == kNoLimit) return ForwardVerdict::kAllowed;
+    const int64_t bytes = activation(rank.stages[local]);
+    // Leanest order: a rank that holds nothing but this microbatch may always go on with it.
+    if (rank.live_bytes == rank.held_bytes[j]) return ForwardVerdict::kAllowed;
+    if (rank.live_bytes + bytes > rank.memory_limit) return ForwardVerdict::kBlockedByMemory;
+    return safe_after_forward(rank, local) ? ForwardVerdict::kAllowed
+                                           : ForwardVerdict::kBlockedByMemory;
+  }
+
+  // Banker's check: after this F, can the rank still run the remaining Fs of its admitted
+  // microbatches in microbatch order, each once the older ones have released their bytes? A
+  // microbatch k with unstarted Fs needs the bytes held by microbatches >= k plus its own
+  // remaining activations under the limit. With one chunk per rank nothing is ever pending.
+  bool safe_after_forward(const RankState& rank, size_t local) const {
+    std::vector<int> next = rank.next_forward;
+    const int j = next[local]++;
+    int oldest_pending = next[0];
+    for (size_t i = 1; i < next.size(); ++i) oldest_pending = std::min(oldest_pending, next[i]);
+    int64_t held_by_younger = 0;
+    for (int k = next[0] - 1; k >= oldest_pending; --k) {
+      held_by_younger += rank.held_bytes[k] + (k == j ? activation(rank.stages[local]) : 0);
+      int64_t needed = 0;
+      for (size_t i = 1; i < next.size(); ++i) {
+        if (next[i] <= k) needed += activation(rank.stages[i]);
+      }
+      if (held_by_younger + needed > rank.memory_limit) return false;
+    }
+    return true;
+  }
+
+  std::optional<OpRef> ready_backward(const RankState& rank) const {
+    // Later chunks first: they drain the pipeline.
     for (size_t k = 0; k < rank.stages.size(); ++k) {
-      const size_t i = op == Op::kForward ? k : rank.stages.size() - 1 - k;
-      if (next[i] >= problem_.microbatches) continue;
-      const OpRef ref{op, rank.stages[i], next[i]};
+      const size_t i = rank.stages.size() - 1 - k;
+      if (rank.next_backward[i] >= problem_.microbatches) continue;
+      const OpRef ref{Op::kBackwardInput, rank.stages[i], rank.next_backward[i]};
       if (ready_time(ref) <= rank.free_at) return ref;
+    }
+    return std::nullopt;
+  }
+
+  // The first ready F the policy allows; `blocked_by_memory` tells whether memory held one back.
+  std::optional<OpRef> allowed_forward(const RankState& rank, bool& blocked_by_memory) const {
+    blocked_by_memory = false;
+    for (size_t k = 0; k < rank.stages.size(); ++k) {
+      const size_t i = policy_.later_chunk_first ? rank.stages.size() - 1 - k : k;
+      if (rank.next_forward[i] >= problem_.microbatches) continue;
+      const OpRef ref{Op::kForward, rank.stages[i], rank.next_forward[i]};
+      if (ready_time(ref) > rank.free_at) continue;
+      switch (forward_verdict(rank, i)) {
+        case ForwardVerdict::kAllowed:
+          return ref;
+        case ForwardVerdict::kBlockedByMemory:
+          blocked_by_memory = true;
+          break;
+        case ForwardVerdict::kBlockedByCount:
+          break;
+      }
     }
     return std::nullopt;
   }
 
   std::optional<OpRef> choose(int r) const {
     const RankState& rank = ranks_[r];
-    if (auto b = first_ready(rank, Op::kBackwardInput, rank.next_backward)) return b;
-    if (rank.in_flight < policy_.max_in_flight[r]) {
-      if (auto f = first_ready(rank, Op::kForward, rank.next_forward)) return f;
+    bool blocked_by_memory = false;
+    const auto b = ready_backward(rank);
+    if (b && policy_.backward_first) return b;
+    if (auto f = allowed_forward(rank, blocked_by_memory)) return f;
+    if (b) return b;
+    if (rank.pending_weights.empty()) return std::nullopt;
+    const bool only_weights_left = rank.remaining == static_cast<int>(rank.pending_weights.size());
+    if (policy_.weights == WeightTiming::kFillGaps || blocked_by_memory || only_weights_left) {
+      return rank.pending_weights.front();
     }
-    if (!rank.pending_weights.empty()) return rank.pending_weights.front();
+    if (policy_.weights == WeightTiming::kGapAware) {
+      const double gap = next_known_ready(rank) - rank.free_at;
+      if (gap >= duration(problem_, rank.pending_weights.front()) || rank.idle + gap > max_idle_) {
+        return rank.pending_weights.front();
+      }
+    }
     return std::nullopt;
+  }
+
+  // The earliest time a B or an allowed F of the rank becomes ready, among those whose
+  // predecessors are committed (infinity when none is).
+  double next_known_ready(const RankState& rank) const {
+    double next = kInfinity;
+    for (size_t i = 0; i < rank.stages.size(); ++i) {
+      if (rank.next_backward[i] < problem_.microbatches) {
+        next =
+            std::min(next, ready_time({Op::kBackwardInput, rank.stages[i], rank.next_backward[i]}));
+      }
+      if (rank.next_forward[i] < problem_.microbatches &&
+          forward_verdict(rank, i) == ForwardVerdict::kAllowed) {
+        next = std::min(next, ready_time({Op::kForward, rank.stages[i], rank.next_forward[i]}));
+      }
+    }
+    return next;
   }
 
   void commit(int r, const OpRef& ref) {
     RankState& rank = ranks_[r];
-    const size_t local = std::find(rank.stages.begin(), rank.stages.end(), ref.stage) -
-                         rank.stages.begin();
+    const size_t local =
+        std::find(rank.stages.begin(), rank.stages.end(), ref.stage) - rank.stages.begin();
+    int64_t allocated = 0;
     switch (ref.op) {
       case Op::kForward:
         ++rank.next_forward[local];
-        ++rank.in_flight;
+        if (local == 0) ++rank.in_flight;
+        allocated = activation(ref.stage);
         break;
       case Op::kBackwardInput:
         ++rank.next_backward[local];
-        --rank.in_flight;
+        if (local == 0) --rank.in_flight;
         rank.pending_weights.push_back({Op::kBackwardWeight, ref.stage, ref.microbatch});
+        allocated = -(activation(ref.stage) - weight_grad(ref.stage));
         break;
       default:
         rank.pending_weights.pop_front();
+        allocated = -weight_grad(ref.stage);
         break;
     }
-    const double end = rank.free_at + duration(problem_, ref);
+    // A rank runs one op at a time, so a release at this op's end precedes its next decision.
+    rank.live_bytes += allocated;
+    rank.held_bytes[ref.microbatch] += allocated;
+    rank.peak_bytes = std::max(rank.peak_bytes, rank.live_bytes);
+    // As the simulator times the order: the op starts once the rank's previous op has ended and
+    // it is ready. That is the decision time, except for a W that memory forced after the rank
+    // sat idle: it moves back into the idle time, where the simulator will run it.
+    const double start = std::max(rank.last_end, ready_time(ref));
+    if (rank.first_start < 0) {
+      rank.first_start = start;
+    } else {
+      rank.idle += start - rank.last_end;
+      max_idle_ = std::max(max_idle_, rank.idle);
+    }
+    const double end = start + duration(problem_, ref);
+    makespan_ = std::max(makespan_, end);  // F(s0, mb0) starts at 0
     end_[ref] = end;
     events_.push(end);
     if (problem_.p2p_latency > 0) events_.push(end + problem_.p2p_latency);
-    rank.free_at = end;
+    rank.last_end = end;
+    rank.free_at = std::max(rank.free_at, end);
     rank.waiting = false;
     --rank.remaining;
     order_.ranks[r].push_back(ref);
@@ -158,11 +294,17 @@ class ListScheduler {
   std::vector<RankState> ranks_;
   std::priority_queue<double, std::vector<double>, std::greater<>> events_;
   Order order_;
+  double makespan_ = 0;
+  double max_idle_ = 0;  // largest idle time of any rank so far
 };
 
 }  // namespace
 
 Order list_schedule(const Problem& problem, const ListPolicy& policy) {
+  return ListScheduler(problem, policy).run().order;
+}
+
+ListOutcome list_schedule_with_outcome(const Problem& problem, const ListPolicy& policy) {
   return ListScheduler(problem, policy).run();
 }
 

@@ -20,7 +20,11 @@ Order zero_bubble_order(const Problem& problem, bool double_warmup) {
 
 }  // namespace
 
-Order zb_h1_order(const Problem& problem) { return zero_bubble_order(problem, false); }
-Order zb_h2_order(const Problem& problem) { return zero_bubble_order(problem, true); }
+Order zb_h1_order(const Problem& problem) {
+  return zero_bubble_order(problem, false);
+}
+Order zb_h2_order(const Problem& problem) {
+  return zero_bubble_order(problem, true);
+}
 
 }  // namespace optpipe

@@ -100,16 +100,16 @@ void load(const LinearModel& model, OsiClpSolverInterface& solver) {
     col_upper.push_back(std::isinf(c.upper) ? COIN_DBL_MAX : c.upper);
     objective.push_back(c.objective);
   }
-  solver.loadProblem(matrix, col_lower.data(), col_upper.data(), objective.data(),
-                     row_lower.data(), row_upper.data());
+  solver.loadProblem(matrix, col_lower.data(), col_upper.data(), objective.data(), row_lower.data(),
+                     row_upper.data());
   for (size_t j = 0; j < model.columns.size(); ++j) {
     if (model.columns[j].integer) solver.setInteger(static_cast<int>(j));
     // Names on both columns and rows, or neither: CbcMain1 crashes with only column names.
     solver.setColName(static_cast<int>(j), model.columns[j].name);
   }
   for (size_t i = 0; i < model.rows.size(); ++i) {
-    solver.setRowName(static_cast<int>(i), model.rows[i].name.empty() ? fmt::format("r{}", i)
-                                                                       : model.rows[i].name);
+    solver.setRowName(static_cast<int>(i),
+                      model.rows[i].name.empty() ? fmt::format("r{}", i) : model.rows[i].name);
   }
 }
 
@@ -117,10 +117,14 @@ void load(const LinearModel& model, OsiClpSolverInterface& solver) {
 
 const char* to_string(SolveStatus status) {
   switch (status) {
-    case SolveStatus::kOptimal: return "optimal";
-    case SolveStatus::kFeasible: return "feasible";
-    case SolveStatus::kInfeasible: return "infeasible";
-    case SolveStatus::kNoSolution: return "no_solution";
+    case SolveStatus::kOptimal:
+      return "optimal";
+    case SolveStatus::kFeasible:
+      return "feasible";
+    case SolveStatus::kInfeasible:
+      return "infeasible";
+    case SolveStatus::kNoSolution:
+      return "no_solution";
   }
   return "?";
 }
@@ -149,9 +153,9 @@ SolveResult solve_with_cbc(const LinearModel& model, const std::vector<double>& 
   const std::string seconds = fmt::format("{:.3f}", std::max(0.05, options.time_limit_seconds));
   const std::string threads = std::to_string(options.threads);
   const std::string log = options.verbose ? "1" : "0";
-  const char* argv[] = {"optpipe", "-preprocess", "off", "-presolve", "off", "-timeMode", "elapsed", "-sec",
-                        seconds.c_str(), "-threads", threads.c_str(), "-log", log.c_str(),
-                        "-solve", "-quit"};
+  const char* argv[] = {"optpipe",       "-preprocess", "off",       "-presolve",     "off",
+                        "-timeMode",     "elapsed",     "-sec",      seconds.c_str(), "-threads",
+                        threads.c_str(), "-log",        log.c_str(), "-solve",        "-quit"};
   CbcMain1(static_cast<int>(std::size(argv)), argv, cbc);
 
   SolveResult result;
@@ -167,8 +171,8 @@ SolveResult solve_with_cbc(const LinearModel& model, const std::vector<double>& 
   if (cbc.isProvenOptimal()) {
     // The optimum's value bounds every solution; whether we hold it is the tracker's to say.
     result.bound = std::min(result.objective, cbc.getObjValue());
-    result.status = result.objective <= result.bound + 1e-9 ? SolveStatus::kOptimal
-                                                            : SolveStatus::kFeasible;
+    result.status =
+        result.objective <= result.bound + 1e-9 ? SolveStatus::kOptimal : SolveStatus::kFeasible;
   } else if (cbc.isProvenInfeasible()) {
     result.status = SolveStatus::kInfeasible;  // only when the start was not feasible after all
     result.solution.clear();

@@ -29,7 +29,8 @@ struct SolveResult {
 };
 
 // Called with each better incumbent CBC finds (from CBC's threads, one call at a time).
-using IncumbentCallback = std::function<void(const std::vector<double>& solution, double objective)>;
+using IncumbentCallback =
+    std::function<void(const std::vector<double>& solution, double objective)>;
 
 // Runs CBC on `model` starting from `start` (a feasible solution). Preprocessing is off so that
 // incumbents are in the model's own columns. One CBC run at a time per process (CbcMain1 is not

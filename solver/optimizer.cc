@@ -96,9 +96,9 @@ class Search {
   void solve_whole() {
     const Segment everything = whole_order(order_);
     const OrderModel model(problem_, order_, current_, everything, SegmentObjective::kMakespan);
-    const SolveResult result = solve_with_cbc(
-        model.model(), model.start_solution(), cbc_options(remaining()),
-        [&](const std::vector<double>& x, double) { offer(model.decode(x)); });
+    const SolveResult result =
+        solve_with_cbc(model.model(), model.start_solution(), cbc_options(remaining()),
+                       [&](const std::vector<double>& x, double) { offer(model.decode(x)); });
     stats_.nodes += result.nodes;
     if (!result.solution.empty()) offer(model.decode(result.solution));
     stats_.bound = std::max(stats_.bound, result.bound);
@@ -146,7 +146,7 @@ class Search {
 
   OptimizeResult finish() {
     if (stats_.status.empty()) {
-      stats_.status = proven_optimal()            ? "optimal"
+      stats_.status = proven_optimal()              ? "optimal"
                       : stats_.windows_improved > 0 ? "improved"
                                                     : "seed_kept";
     }

@@ -14,17 +14,25 @@ namespace optpipe {
 
 namespace {
 
-bool test_bit(const std::vector<uint64_t>& bits, int i) { return (bits[i / 64] >> (i % 64)) & 1; }
-void set_bit(std::vector<uint64_t>& bits, int i) { bits[i / 64] |= uint64_t{1} << (i % 64); }
+bool test_bit(const std::vector<uint64_t>& bits, int i) {
+  return (bits[i / 64] >> (i % 64)) & 1;
+}
+void set_bit(std::vector<uint64_t>& bits, int i) {
+  bits[i / 64] |= uint64_t{1} << (i % 64);
+}
 
 // Live-byte change when an op runs (allocation at F, releases at B and W): docs/semantics.md.
 int64_t memory_delta(const Problem& problem, const OpRef& ref) {
   const StageCosts& c = problem.stages[ref.stage];
   switch (ref.op) {
-    case Op::kForward: return c.activation_bytes;
-    case Op::kBackwardInput: return -(c.activation_bytes - c.weight_grad_bytes);
-    case Op::kBackwardWeight: return -c.weight_grad_bytes;
-    default: return 0;
+    case Op::kForward:
+      return c.activation_bytes;
+    case Op::kBackwardInput:
+      return -(c.activation_bytes - c.weight_grad_bytes);
+    case Op::kBackwardWeight:
+      return -c.weight_grad_bytes;
+    default:
+      return 0;
   }
 }
 
@@ -70,8 +78,9 @@ void OrderModel::collect(const Order& order, const Schedule& current) {
     const auto& refs = order.ranks[r];
     for (size_t i = 0; i < refs.size(); ++i) {
       if (is_transfer(refs[i].op) || refs[i].op == Op::kBackward) {
-        throw Error(kExitInternal, "order model: the order must have split backwards and no "
-                                   "transfers");
+        throw Error(kExitInternal,
+                    "order model: the order must have split backwards and no "
+                    "transfers");
       }
       if (i < segment_.begin[r]) {
         rank_free_[r] = std::max(rank_free_[r], end[refs[i]]);
@@ -114,7 +123,8 @@ void OrderModel::add_edges() {
   for (auto& [kind, members] : by_kind) {
     std::sort(members.begin(), members.end(),
               [&](int a, int b) { return ops_[a].ref.microbatch < ops_[b].ref.microbatch; });
-    for (size_t k = 1; k < members.size(); ++k) successors_[members[k - 1]].push_back({members[k], 0.0});
+    for (size_t k = 1; k < members.size(); ++k)
+      successors_[members[k - 1]].push_back({members[k], 0.0});
   }
   // Topological order (Kahn) and transitive closure.
   const int n = static_cast<int>(ops_.size());
@@ -236,7 +246,8 @@ void OrderModel::add_memory_rows() {
     for (size_t f = 0; f < members.size(); ++f) {
       const SegmentOp& forward = ops_[members[f]];
       if (forward.ref.op != Op::kForward) continue;
-      double constant = static_cast<double>(live_at_start_[r] + memory_delta(problem_, forward.ref));
+      double constant =
+          static_cast<double>(live_at_start_[r] + memory_delta(problem_, forward.ref));
       Row row;
       row.name = fmt::format("mem_{}", members[f]);
       for (size_t o = 0; o < members.size(); ++o) {

@@ -11,8 +11,8 @@
 namespace optpipe {
 namespace {
 
-using testing::UniformCosts;
 using testing::uniform_problem;
+using testing::UniformCosts;
 
 struct Timed {
   Schedule schedule;
@@ -29,7 +29,9 @@ Timed run(const std::string& method, const Problem& problem) {
 }
 
 // Idle time inside the span of the rank with the longest span: the "bubble on span".
-double span_bubble(const Metrics& m) { return m.bubble_rate * m.span; }
+double span_bubble(const Metrics& m) {
+  return m.bubble_rate * m.span;
+}
 
 int peak_activations(const Metrics& m, const Problem& p, int rank) {
   return static_cast<int>((m.ranks[rank].peak_bytes - p.static_bytes[rank]) /
@@ -105,9 +107,9 @@ TEST(InterleavedOneFOneB, BubbleShrinksWithChunks) {
   // Megatron: bubble (R-1)(T_F+T_B+T_W)/v when m is a multiple of R.
   const UniformCosts costs{1, 1, 1};
   for (int chunks : {2, 3, 4}) {
-    const Problem p = uniform_problem(4, chunks, 8, {costs.forward / chunks,
-                                                     costs.backward_input / chunks,
-                                                     costs.backward_weight / chunks});
+    const Problem p = uniform_problem(
+        4, chunks, 8,
+        {costs.forward / chunks, costs.backward_input / chunks, costs.backward_weight / chunks});
     const Timed t = run("interleaved-1f1b", p);
     EXPECT_NEAR(span_bubble(t.metrics), 3 * 3.0 / chunks, 1e-9) << "v=" << chunks;
     // Megatron's warm-up: 2(R-1) + (v-1)R forwards, plus one in the steady phase.

@@ -24,7 +24,8 @@ class CliTest : public ::testing::Test {
  protected:
   void SetUp() override {
     dir_ = fs::temp_directory_path() /
-           ("optpipe_cli_" + std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()));
+           ("optpipe_cli_" +
+            std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()));
     fs::remove_all(dir_);
     fs::create_directories(dir_);
   }
@@ -57,25 +58,29 @@ class CliTest : public ::testing::Test {
   fs::path dir_;
 };
 
-int lines(const std::string& text) { return static_cast<int>(std::count(text.begin(), text.end(), '\n')); }
+int lines(const std::string& text) {
+  return static_cast<int>(std::count(text.begin(), text.end(), '\n'));
+}
 
 TEST_F(CliTest, CompilesTheDemoProfileAndTheResultValidates) {
-  const CommandResult compile = run("optpipe-compile", example("gpt-8rank.json") + " -o " + path("s.json"));
+  const CommandResult compile =
+      run("optpipe-compile", example("gpt-8rank.json") + " -o " + path("s.json"));
   ASSERT_EQ(compile.exit_code, 0) << compile.err;
   EXPECT_NE(compile.out.find("makespan"), std::string::npos);
   EXPECT_NE(compile.out.find("methods tried"), std::string::npos);
-  const CommandResult check = run("optpipe", "validate " + example("gpt-8rank.json") + " " + path("s.json"));
+  const CommandResult check =
+      run("optpipe", "validate " + example("gpt-8rank.json") + " " + path("s.json"));
   EXPECT_EQ(check.exit_code, 0) << check.err;
   EXPECT_NE(check.out.find("valid"), std::string::npos);
 }
 
 TEST_F(CliTest, SummaryJsonOnStdoutIsParseableAndComplete) {
   const CommandResult r = run("optpipe-compile", example("gpt-4rank.json") + " --method 1f1b -o " +
-                                           path("s.json") + " --summary-json -");
+                                                     path("s.json") + " --summary-json -");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const auto summary = nlohmann::json::parse(r.out);
-  for (const char* key : {"method", "feasible", "makespan", "span", "idle_fraction",
-                          "bubble_rate", "lower_bound", "gap", "ranks", "solver"}) {
+  for (const char* key : {"method", "feasible", "makespan", "span", "idle_fraction", "bubble_rate",
+                          "lower_bound", "gap", "ranks", "solver"}) {
     EXPECT_TRUE(summary.contains(key)) << key;
   }
   EXPECT_EQ(summary["method"], "1f1b");
@@ -125,8 +130,8 @@ TEST_F(CliTest, BudgetBelowStaticExitsTwoAndTooSmallBudgetExitsThree) {
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("--memory-budget"), std::string::npos) << r.err;
   // Above every rank's static bytes (32GiB) but below one activation more.
-  r = run("optpipe-compile", example("gpt-4rank.json") + " --memory-budget 32.5GiB -o " +
-                                 path("s.json"));
+  r = run("optpipe-compile",
+          example("gpt-4rank.json") + " --memory-budget 32.5GiB -o " + path("s.json"));
   EXPECT_EQ(r.exit_code, 3) << r.err;
   EXPECT_EQ(lines(r.err), 1) << r.err;
   EXPECT_NE(r.err.find("--memory-budget"), std::string::npos) << r.err;
@@ -134,13 +139,15 @@ TEST_F(CliTest, BudgetBelowStaticExitsTwoAndTooSmallBudgetExitsThree) {
 }
 
 TEST_F(CliTest, ValidateRejectsATamperedScheduleAndAnotherProfile) {
-  ASSERT_EQ(run("optpipe-compile", example("gpt-4rank.json") + " -o " + path("s.json")).exit_code, 0);
+  ASSERT_EQ(run("optpipe-compile", example("gpt-4rank.json") + " -o " + path("s.json")).exit_code,
+            0);
   auto schedule = nlohmann::json::parse(slurp(path("s.json")));
   auto& first = schedule["ranks"][1]["actions"][0];
   first["start"] = first["start"].get<double>() - 5;
   first["end"] = first["end"].get<double>() - 5;
   write("tampered.json", schedule.dump());
-  CommandResult r = run("optpipe", "validate " + example("gpt-4rank.json") + " " + path("tampered.json"));
+  CommandResult r =
+      run("optpipe", "validate " + example("gpt-4rank.json") + " " + path("tampered.json"));
   EXPECT_EQ(r.exit_code, 4);
   EXPECT_NE(r.err.find("invalid"), std::string::npos) << r.err;
   r = run("optpipe", "validate " + example("gpt-8rank.json") + " " + path("s.json"));
@@ -149,13 +156,37 @@ TEST_F(CliTest, ValidateRejectsATamperedScheduleAndAnotherProfile) {
 }
 
 TEST_F(CliTest, TruncatedScheduleFileExitsTwo) {
-  ASSERT_EQ(run("optpipe-compile", example("gpt-4rank.json") + " -o " + path("s.json")).exit_code, 0);
+  ASSERT_EQ(run("optpipe-compile", example("gpt-4rank.json") + " -o " + path("s.json")).exit_code,
+            0);
   const std::string text = slurp(path("s.json"));
   write("cut.json", text.substr(0, text.size() / 2));
-  const CommandResult r = run("optpipe", "validate " + example("gpt-4rank.json") + " " + path("cut.json"));
+  const CommandResult r =
+      run("optpipe", "validate " + example("gpt-4rank.json") + " " + path("cut.json"));
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_EQ(lines(r.err), 1) << r.err;
   EXPECT_NE(r.err.find("malformed JSON"), std::string::npos) << r.err;
+}
+
+TEST_F(CliTest, BinaryFormatAndConvertWriteTheShimsFile) {
+  CommandResult r =
+      run("optpipe-compile",
+          example("gpt-4rank.json") + " --method 1f1b --format bin -o " + path("s.opsched"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(slurp(path("s.opsched")).substr(0, 7), "OPSCHED");
+  ASSERT_EQ(
+      run("optpipe-compile", example("gpt-4rank.json") + " --method 1f1b -o " + path("s.json"))
+          .exit_code,
+      0);
+  r = run("optpipe",
+          "convert " + example("gpt-4rank.json") + " " + path("s.json") + " " + path("c.opsched"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(slurp(path("c.opsched")), slurp(path("s.opsched")));
+  r = run("optpipe",
+          "convert " + example("gpt-8rank.json") + " " + path("s.json") + " " + path("d.opsched"));
+  EXPECT_EQ(r.exit_code, 4);
+  EXPECT_FALSE(fs::exists(path("d.opsched")));
+  r = run("optpipe-compile", example("gpt-4rank.json") + " --format yaml");
+  EXPECT_EQ(r.exit_code, 2);
 }
 
 TEST_F(CliTest, MethodsListsEveryMethod) {

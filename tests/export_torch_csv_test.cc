@@ -419,7 +419,7 @@ TEST(ExportTorchCsv, CompiledExamplesConform) {
   const char* dir = std::getenv("OPTPIPE_SOURCE_DIR");
   ASSERT_NE(dir, nullptr);
   for (const char* name :
-       {"gpt-4rank.json", "gpt-8rank.json"}) {
+       {"gpt-4rank.json", "gpt-8rank.json", "gpt-8rank-vshape.json", "gpt-16rank.json"}) {
     SCOPED_TRACE(name);
     const Problem p = load_profile(std::string(dir) + "/examples/" + name);
     const Schedule s = compile(p, "auto").best.schedule;

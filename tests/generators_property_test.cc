@@ -18,10 +18,11 @@ TEST(GeneratorsProperty, EveryScheduleValidatesOnRandomProblems) {
     const Problem problem = testing::random_problem(rng);
     for (const Generator& generator : generators()) {
       if (!generator.unsupported_reason(problem).empty()) continue;
-      SCOPED_TRACE(::testing::Message() << "trial " << trial << " " << generator.name << " R="
-                                        << problem.ranks << " v=" << problem.chunks_per_rank
-                                        << " m=" << problem.microbatches);
-      const Schedule schedule = simulate(problem, generator.build(problem), std::string(generator.name));
+      SCOPED_TRACE(::testing::Message()
+                   << "trial " << trial << " " << generator.name << " R=" << problem.ranks
+                   << " v=" << problem.chunks_per_rank << " m=" << problem.microbatches);
+      const Schedule schedule =
+          simulate(problem, generator.build(problem), std::string(generator.name));
       const auto violation = validate(problem, schedule);
       ASSERT_FALSE(violation) << violation->message;
       const Metrics metrics = compute_metrics(problem, schedule);

@@ -17,8 +17,8 @@
 namespace optpipe {
 namespace {
 
-using testing::UniformCosts;
 using testing::uniform_problem;
+using testing::UniformCosts;
 
 // The best makespan over every per-rank interleaving of split F/B/W ops that keeps each
 // microbatch's F before its B before its W (and, with `fifo`, same-type ops in microbatch order),
@@ -38,8 +38,9 @@ double exhaustive_optimum(const Problem& problem, bool fifo) {
       for (int j = 0; j < problem.microbatches; ++j) {
         if (done[j] == 3) continue;
         if (fifo && j > 0 && done[j - 1] <= done[j]) continue;  // j-1 must be ahead of j
-        const Op op = done[j] == 0 ? Op::kForward
-                                   : done[j] == 1 ? Op::kBackwardInput : Op::kBackwardWeight;
+        const Op op = done[j] == 0   ? Op::kForward
+                      : done[j] == 1 ? Op::kBackwardInput
+                                     : Op::kBackwardWeight;
         current.push_back({op, stage, j});
         ++done[j];
         extend();
@@ -87,30 +88,31 @@ TEST_P(ProvenOptimum, MatchesExhaustiveSearch) {
   const Schedule seed = simulate(p, one_f_one_b_order(p), "1f1b");
   ASSERT_FALSE(validate(p, seed));
   int incumbents = 0;
-  const OptimizeResult result = optimize(
-      p, seed, {.time_limit_seconds = 30}, [&](const Schedule& s, const Metrics& m, double) {
-        ++incumbents;
-        EXPECT_FALSE(validate(p, s));
-        EXPECT_TRUE(m.within_budget);
-      });
+  const OptimizeResult result = optimize(p, seed, {.time_limit_seconds = 30},
+                                         [&](const Schedule& s, const Metrics& m, double) {
+                                           ++incumbents;
+                                           EXPECT_FALSE(validate(p, s));
+                                           EXPECT_TRUE(m.within_budget);
+                                         });
   EXPECT_EQ(result.stats.status, "optimal");
   const double optimum = exhaustive_optimum(p, c.fifo_in_search);
   EXPECT_NEAR(result.stats.objective, optimum, 1e-6);
   EXPECT_NEAR(result.stats.bound, optimum, 1e-6);
   EXPECT_FALSE(validate(p, result.schedule));
   EXPECT_LE(result.stats.objective, compute_metrics(p, seed).makespan + 1e-9);
-  if (result.stats.objective < compute_metrics(p, seed).makespan - 1e-9) EXPECT_GT(incumbents, 0);
+  if (result.stats.objective < compute_metrics(p, seed).makespan - 1e-9) {
+    EXPECT_GT(incumbents, 0);
+  }
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Small, ProvenOptimum,
-    ::testing::Values(SmallCase{2, 2, {1, 1, 1, 1000, 250}, 2, false},
-                      SmallCase{2, 2, {1, 2, 0.5, 1000, 500}, 2, false},
-                      SmallCase{3, 2, {1, 1.5, 1, 1000, 0}, 2, false},
-                      SmallCase{2, 3, {1, 1, 1, 1000, 250}, 2, true},
-                      SmallCase{2, 4, {1, 1.2, 0.8, 1000, 300}, 3, true},
-                      SmallCase{3, 3, {1, 1, 1, 1000, 250}, 3, true},
-                      SmallCase{3, 3, {1, 1, 1, 1000, 1000}, 3, true}));
+INSTANTIATE_TEST_SUITE_P(Small, ProvenOptimum,
+                         ::testing::Values(SmallCase{2, 2, {1, 1, 1, 1000, 250}, 2, false},
+                                           SmallCase{2, 2, {1, 2, 0.5, 1000, 500}, 2, false},
+                                           SmallCase{3, 2, {1, 1.5, 1, 1000, 0}, 2, false},
+                                           SmallCase{2, 3, {1, 1, 1, 1000, 250}, 2, true},
+                                           SmallCase{2, 4, {1, 1.2, 0.8, 1000, 300}, 3, true},
+                                           SmallCase{3, 3, {1, 1, 1, 1000, 250}, 3, true},
+                                           SmallCase{3, 3, {1, 1, 1, 1000, 1000}, 3, true}));
 
 TEST(Optimizer, WindowSearchNeverWorseThanSeedAndRespectsTheTimeLimit) {
   std::mt19937 rng(11);

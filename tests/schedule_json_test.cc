@@ -18,7 +18,8 @@ TEST(ScheduleJson, RoundTripKeepsEveryActionAndTheProfileIdentity) {
     Problem problem = testing::random_problem(rng);
     problem.profile_sha256 = "ab12";
     const Schedule schedule = simulate(problem, gpipe_order(problem), "gpipe");
-    const auto text = schedule_to_json(problem, schedule, compute_metrics(problem, schedule)).dump();
+    const auto text =
+        schedule_to_json(problem, schedule, compute_metrics(problem, schedule)).dump();
     const ScheduleFile back = parse_schedule_json(text, "s.json");
     EXPECT_EQ(back.profile_sha256, "ab12");
     EXPECT_EQ(back.schedule.method, "gpipe");

@@ -34,8 +34,8 @@ TEST(Simulator, TimesOneMicrobatchAlongTheCriticalPathWithLatency) {
   Order order{{{{Op::kForward, 0, 0}, {Op::kBackwardInput, 0, 0}, {Op::kBackwardWeight, 0, 0}},
                {{Op::kForward, 1, 0}, {Op::kBackward, 1, 0}}}};
   const Schedule s = simulate(p, order, "manual");
-  EXPECT_DOUBLE_EQ(find(s, 1, {Op::kForward, 1, 0}).start, 1.5);   // F0 end + latency
-  EXPECT_DOUBLE_EQ(find(s, 1, {Op::kBackward, 1, 0}).end, 7.5);    // 2.5 + B 2 + W 3
+  EXPECT_DOUBLE_EQ(find(s, 1, {Op::kForward, 1, 0}).start, 1.5);  // F0 end + latency
+  EXPECT_DOUBLE_EQ(find(s, 1, {Op::kBackward, 1, 0}).end, 7.5);   // 2.5 + B 2 + W 3
   EXPECT_DOUBLE_EQ(find(s, 0, {Op::kBackwardInput, 0, 0}).start, 8.0);
   EXPECT_DOUBLE_EQ(find(s, 0, {Op::kBackwardWeight, 0, 0}).end, 13.0);
   EXPECT_FALSE(validate(p, s));
@@ -44,10 +44,9 @@ TEST(Simulator, TimesOneMicrobatchAlongTheCriticalPathWithLatency) {
 TEST(Simulator, DetectsACyclicWaitAcrossRanks) {
   const Problem p = uniform_problem(2, 1, 2);
   // Rank 0 wants B of microbatch 0 before it sends F of microbatch 1, rank 1 wants F1 first.
-  Order order{{{{Op::kForward, 0, 0}, {Op::kBackward, 0, 0}, {Op::kForward, 0, 1},
-                {Op::kBackward, 0, 1}},
-               {{Op::kForward, 1, 1}, {Op::kForward, 1, 0}, {Op::kBackward, 1, 0},
-                {Op::kBackward, 1, 1}}}};
+  Order order{
+      {{{Op::kForward, 0, 0}, {Op::kBackward, 0, 0}, {Op::kForward, 0, 1}, {Op::kBackward, 0, 1}},
+       {{Op::kForward, 1, 1}, {Op::kForward, 1, 0}, {Op::kBackward, 1, 0}, {Op::kBackward, 1, 1}}}};
   try {
     simulate(p, order, "cyclic");
     FAIL() << "expected a deadlock";
@@ -105,15 +104,15 @@ TEST(Simulator, SharedChannelSerialisesBothDirections) {
 TEST(Simulator, LinkGroupSharesChannelsAcrossRanks) {
   // Two ranks, both offload stage activations at the same moment on one link.
   Problem p = with_offload(uniform_problem(2, 1, 1), ChannelMode::kDuplex, {0, 0});
-  Order order{{{{Op::kForward, 0, 0}, {Op::kOffload, 0, 0}, {Op::kReload, 0, 0},
-                {Op::kBackward, 0, 0}},
-               {{Op::kForward, 1, 0}, {Op::kBackward, 1, 0}}}};
+  Order order{
+      {{{Op::kForward, 0, 0}, {Op::kOffload, 0, 0}, {Op::kReload, 0, 0}, {Op::kBackward, 0, 0}},
+       {{Op::kForward, 1, 0}, {Op::kBackward, 1, 0}}}};
   Schedule alone = simulate(p, order, "alone");
   EXPECT_FALSE(validate(p, alone));
   // Rank 1 also offloads: its reload (ready at 3) waits for rank 0's reload [2,4] on the shared
   // H2D channel.
-  order.ranks[1] = {{Op::kForward, 1, 0}, {Op::kOffload, 1, 0}, {Op::kReload, 1, 0},
-                    {Op::kBackward, 1, 0}};
+  order.ranks[1] = {
+      {Op::kForward, 1, 0}, {Op::kOffload, 1, 0}, {Op::kReload, 1, 0}, {Op::kBackward, 1, 0}};
   const Schedule shared = simulate(p, order, "shared");
   EXPECT_DOUBLE_EQ(find(shared, 1, {Op::kReload, 1, 0}).start, 4.0);
   EXPECT_FALSE(validate(p, shared));

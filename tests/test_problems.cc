@@ -20,13 +20,15 @@ Problem uniform_problem(int ranks, int chunks, int microbatches, UniformCosts co
   p.p2p_latency = p2p_latency;
   p.static_bytes.assign(ranks, 1 << 20);
   p.budget_bytes.assign(ranks, (int64_t{1} << 20) + costs.activation_bytes * chunks *
-                                                         static_cast<int64_t>(microbatches));
+                                                        static_cast<int64_t>(microbatches));
   return p;
 }
 
 Problem random_problem(std::mt19937& rng) {
   auto pick = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
-  auto real = [&](double lo, double hi) { return std::uniform_real_distribution<double>(lo, hi)(rng); };
+  auto real = [&](double lo, double hi) {
+    return std::uniform_real_distribution<double>(lo, hi)(rng);
+  };
   const int ranks = pick(1, 8);
   const int chunks = pick(1, 3);
   const int placement_pick = pick(0, 2);

@@ -32,7 +32,9 @@ class ValidatorTest : public ::testing::Test {
   Schedule schedule_ = simulate(problem_, one_f_one_b_order(problem_), "1f1b");
 };
 
-TEST_F(ValidatorTest, AcceptsASimulatedSchedule) { EXPECT_EQ(violation_of(problem_, schedule_), "OK"); }
+TEST_F(ValidatorTest, AcceptsASimulatedSchedule) {
+  EXPECT_EQ(violation_of(problem_, schedule_), "OK");
+}
 
 TEST_F(ValidatorTest, FindsAMissingOp) {
   schedule_.ranks[1].pop_back();
@@ -98,9 +100,15 @@ class TransferValidatorTest : public ::testing::Test {
     link.channels = ChannelMode::kShared;
     link.link_group_of_rank = {0};
     problem_.offload = link;
-    Order order{{{{Op::kForward, 0, 0}, {Op::kOffload, 0, 0}, {Op::kForward, 0, 1},
-                  {Op::kOffload, 0, 1}, {Op::kForward, 0, 2}, {Op::kReload, 0, 0},
-                  {Op::kBackward, 0, 0}, {Op::kReload, 0, 1}, {Op::kBackward, 0, 1},
+    Order order{{{{Op::kForward, 0, 0},
+                  {Op::kOffload, 0, 0},
+                  {Op::kForward, 0, 1},
+                  {Op::kOffload, 0, 1},
+                  {Op::kForward, 0, 2},
+                  {Op::kReload, 0, 0},
+                  {Op::kBackward, 0, 0},
+                  {Op::kReload, 0, 1},
+                  {Op::kBackward, 0, 1},
                   {Op::kBackward, 0, 2}}}};
     schedule_ = simulate(problem_, order, "offload");
   }

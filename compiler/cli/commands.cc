@@ -14,6 +14,7 @@
 #include "compiler/export_torch_csv.h"
 #include "compiler/file_io.h"
 #include "compiler/metrics.h"
+#include "compiler/opsched.h"
 #include "compiler/profile.h"
 #include "compiler/render_svg.h"
 #include "compiler/report.h"
@@ -50,8 +51,9 @@ void add_budget_option(CLI::App& app, std::string& budget) {
                  "Per-rank memory budget overriding the profile's, e.g. 60GiB or 64000000000");
 }
 
-std::string default_output_path(const std::string& profile_path) {
-  return std::filesystem::path(profile_path).stem().string() + ".schedule.json";
+std::string default_output_path(const std::string& profile_path, const std::string& format) {
+  return std::filesystem::path(profile_path).stem().string() +
+         (format == "bin" ? ".opsched" : ".schedule.json");
 }
 
 std::string ranking_table(const CompileResult& result, const char* unit) {
@@ -77,7 +79,19 @@ struct CompileArgs {
   std::string torch_csv;  // --export-torch-csv
   std::string torch_dialect = "2.6";
   std::string trace;  // --trace
+  std::string format = "json";
 };
+
+// The schedule in the chosen --format: optpipe.schedule/v1 JSON or the binary .opsched.
+void write_schedule(const CompileArgs& args, const std::string& path, const Problem& problem,
+                    const Schedule& schedule, const Metrics& metrics, const SolverStats* solver) {
+  if (args.format == "bin") {
+    write_opsched(path, problem, schedule);
+  } else {
+    write_file_atomically(path,
+                          schedule_to_json(problem, schedule, metrics, solver).dump(1) + "\n");
+  }
+}
 
 // --export-torch-csv and --trace (docs/exports.md).
 void write_exports(const CompileArgs& args, const Problem& problem, const Candidate& best,
@@ -102,12 +116,11 @@ CompileOptions compile_options(const CompileArgs& args, const Problem& problem,
   options.optimizer.threads = args.threads;
   options.optimizer.verbose = args.verbose;
   const auto started = std::chrono::steady_clock::now();
-  options.on_improvement = [&args, &problem, output, started](const Schedule& schedule,
-                                                              const Metrics& metrics,
-                                                              double bound) {
+  options.on_improvement = [&args, &problem, output, started](
+                               const Schedule& schedule, const Metrics& metrics, double bound) {
     Metrics reported = metrics;
     raise_lower_bound(reported, bound);
-    write_file_atomically(output, schedule_to_json(problem, schedule, reported).dump(1) + "\n");
+    write_schedule(args, output, problem, schedule, reported, nullptr);
     if (args.quiet) return;
     args.summary.table_stream() << fmt::format(
         "[{:7.2f}s] {:<18} makespan {:.3f} {}  bound {:.3f}  gap {:.2f}%\n",
@@ -123,12 +136,12 @@ int run_compile(const CompileArgs& args) {
   if (!args.budget.empty()) override_budget(problem, args.budget);
   const TorchDialect dialect = parse_torch_dialect(args.torch_dialect);
   if (!args.torch_csv.empty()) check_torch_dialect(problem, dialect);  // before a long compile
-  const std::string output = args.output.empty() ? default_output_path(args.profile) : args.output;
+  const std::string output =
+      args.output.empty() ? default_output_path(args.profile, args.format) : args.output;
   const CompileResult result = compile(problem, compile_options(args, problem, output));
   const Candidate& best = result.best;
   const SolverStats* solver = result.solver ? &*result.solver : nullptr;
-  write_file_atomically(
-      output, schedule_to_json(problem, best.schedule, best.metrics, solver).dump(1) + "\n");
+  write_schedule(args, output, problem, best.schedule, best.metrics, solver);
   if (!args.quiet) {
     std::ostream& out = args.summary.table_stream();
     out << summary_table(problem, best.method, best.metrics);
@@ -146,25 +159,6 @@ struct ValidateArgs {
   std::string budget;
   SummaryOutput summary;
 };
-
-// The schedule file, once it is known to be compiled for this profile and to pass the validator;
-// Error(kExitInvalidSchedule) otherwise.
-ScheduleFile load_valid_schedule(const Problem& problem, const std::string& profile_path,
-                                 const std::string& schedule_path) {
-  ScheduleFile file = load_schedule_json(schedule_path);
-  if (file.profile_sha256 != problem.profile_sha256) {
-    throw Error(kExitInvalidSchedule,
-                fmt::format("{}: was compiled for another profile (sha256 {}), {} has {}; "
-                            "recompile it with optpipe-compile",
-                            schedule_path, file.profile_sha256.substr(0, 12), profile_path,
-                            problem.profile_sha256.substr(0, 12)));
-  }
-  if (const auto violation = validate(problem, file.schedule)) {
-    throw Error(kExitInvalidSchedule,
-                fmt::format("{}: invalid: {}", schedule_path, violation->message));
-  }
-  return file;
-}
 
 int run_validate(const ValidateArgs& args) {
   Problem problem = load_profile(args.profile);
@@ -215,7 +209,8 @@ CommandRunner add_compile_command(CLI::App& app) {
   app.add_option("-o,--output", args->output,
                  "Schedule file to write (default: <profile name>.schedule.json)");
   app.add_option("--method", args->method,
-                 "auto (default: best generator, then the optimiser), milp, or a method from `optpipe methods`");
+                 "auto (default: best generator, then the optimiser), milp, or a method from "
+                 "`optpipe methods`");
   add_budget_option(app, args->budget);
   add_summary_option(app, args->summary);
   app.add_option("--time-limit", args->time_limit_seconds,
@@ -224,6 +219,10 @@ CommandRunner add_compile_command(CLI::App& app) {
   app.add_option("--threads", args->threads, "CBC threads (default 0: serial)")
       ->check(CLI::Range(0, 256));
   app.add_flag("--verbose", args->verbose, "Show CBC's log");
+  app.add_option("--format", args->format,
+                 "Schedule file format: json (optpipe.schedule/v1, default) or bin (.opsched, "
+                 "for the runtime shim)")
+      ->check(CLI::IsMember({"json", "bin"}));
   app.add_flag("-q,--quiet", args->quiet, "Print nothing but errors");
   app.add_option("--export-torch-csv", args->torch_csv,
                  "Also write the schedule as a PyTorch pipelining compute-only CSV");
@@ -251,6 +250,26 @@ CommandRunner add_render_command(CLI::App& app) {
                  "timeline.svg or timeline.html (default: <schedule name>.svg)");
   add_budget_option(app, args->budget);
   return [args] { return run_render(*args); };
+}
+
+struct ConvertArgs {
+  std::string profile;
+  std::string schedule;
+  std::string output;
+};
+
+CommandRunner add_convert_command(CLI::App& app) {
+  auto args = std::make_shared<ConvertArgs>();
+  app.add_option("profile", args->profile, "Profile the schedule was compiled for")->required();
+  app.add_option("schedule", args->schedule, "Schedule (optpipe.schedule/v1 JSON)")->required();
+  app.add_option("output", args->output, "Binary schedule to write (.opsched)")->required();
+  return [args] {
+    const Problem problem = load_profile(args->profile);
+    const ScheduleFile file = load_valid_schedule(problem, args->profile, args->schedule);
+    write_opsched(args->output, problem, file.schedule);
+    std::cout << args->output << " written\n";
+    return kExitOk;
+  };
 }
 
 CommandRunner add_methods_command(CLI::App&) {

@@ -15,7 +15,9 @@ namespace optpipe {
 
 namespace {
 
-bool uses_optimizer(const std::string& method) { return method == "auto" || method == "milp"; }
+bool uses_optimizer(const std::string& method) {
+  return method == "auto" || method == "milp";
+}
 
 std::vector<const Generator*> chosen_generators(const Problem& problem, const std::string& method) {
   std::vector<const Generator*> chosen;
@@ -29,13 +31,14 @@ std::vector<const Generator*> chosen_generators(const Problem& problem, const st
   if (!generator) {
     std::vector<std::string_view> names;
     for (const Generator& g : generators()) names.push_back(g.name);
-    throw InputError(fmt::format("--method: unknown method \"{}\"; choose auto, milp or one of: {} "
-                                 "(`optpipe methods` describes them)",
-                                 method, fmt::join(names, ", ")));
+    throw InputError(
+        fmt::format("--method: unknown method \"{}\"; choose auto, milp or one of: {} "
+                    "(`optpipe methods` describes them)",
+                    method, fmt::join(names, ", ")));
   }
   if (const std::string reason = generator->unsupported_reason(problem); !reason.empty()) {
-    throw InputError(fmt::format("--method {}: {}; use another method or --method auto", method,
-                                 reason));
+    throw InputError(
+        fmt::format("--method {}: {}; use another method or --method auto", method, reason));
   }
   chosen.push_back(generator);
   return chosen;
@@ -49,8 +52,8 @@ Candidate run_generator(const Problem& problem, const Generator& generator) {
   if (const auto violation = validate(problem, candidate.schedule)) {
     if (candidate.metrics.within_budget) {
       // Only the budget may reject a generator's schedule; anything else is a bug in it.
-      throw Error(kExitInternal, fmt::format("{} produced an invalid schedule: {}",
-                                             generator.name, violation->message));
+      throw Error(kExitInternal, fmt::format("{} produced an invalid schedule: {}", generator.name,
+                                             violation->message));
     }
     candidate.rejection = violation->message;
   }
@@ -118,7 +121,8 @@ CompileResult compile(const Problem& problem, const CompileOptions& options) {
   }
   result.best = result.ranking.front();
   if (options.on_improvement) {
-    options.on_improvement(result.best.schedule, result.best.metrics, result.best.metrics.lower_bound);
+    options.on_improvement(result.best.schedule, result.best.metrics,
+                           result.best.metrics.lower_bound);
   }
   if (uses_optimizer(method) && options.optimizer.time_limit_seconds > 0) {
     OptimizeResult optimized =

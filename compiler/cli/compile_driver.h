@@ -23,7 +23,7 @@ struct Candidate {
 
 struct CompileResult {
   Candidate best;
-  std::vector<Candidate> ranking;  // every method tried: usable ones by makespan, then the rest
+  std::vector<Candidate> ranking;     // every method tried: usable ones by makespan, then the rest
   std::optional<SolverStats> solver;  // when the optimiser ran
 };
 

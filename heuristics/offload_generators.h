@@ -1,0 +1,23 @@
+// Generators that offload activations to host memory (DESIGN.md §5, docs/methods.md):
+// PipeOffload-style grouped interleaved 1F1B with offload of the first K chunks, and AdaOffload,
+// the densest schedule that fits the budget. Both return their best timed schedule; when nothing
+// fits, the leanest one they found (excess_bytes > 0), which the driver reports as over budget.
+#pragma once
+
+#include <string>
+
+#include "compiler/problem.h"
+#include "compiler/schedule.h"
+#include "heuristics/offload_placement.h"
+
+namespace optpipe {
+
+OffloadedSchedule pipeoffload_schedule(const Problem& problem);
+Order pipeoffload_order(const Problem& problem);
+// Why pipeoffload cannot serve `problem`, or empty.
+std::string pipeoffload_unsupported(const Problem& problem);
+
+OffloadedSchedule adaoffload_schedule(const Problem& problem);
+Order adaoffload_order(const Problem& problem);
+
+}  // namespace optpipe

@@ -1,0 +1,356 @@
+#include "heuristics/offload_placement.h"
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <limits>
+#include <map>
+#include <queue>
+
+#include "compiler/dependencies.h"
+#include "compiler/memory_timeline.h"
+#include "compiler/simulator.h"
+
+namespace optpipe {
+
+namespace {
+
+constexpr double kNotTimed = std::numeric_limits<double>::quiet_NaN();
+constexpr double kEpsilon = 1e-9;
+// Rounds of (choose offloads, place transfers, simulate); each round corrects the previous
+// round's estimate of transfer times with the simulator's.
+constexpr int kMaxRounds = 8;
+
+// Start and end of every timed action.
+struct Timing {
+  OpTable<double> start;
+  OpTable<double> end;
+  Timing(const Problem& problem, const Schedule& schedule)
+      : start(problem, kNotTimed), end(problem, kNotTimed) {
+    for (const auto& actions : schedule.ranks) {
+      for (const Action& a : actions) {
+        start[a.ref] = a.start;
+        end[a.ref] = a.end;
+      }
+    }
+  }
+  // Start of the backward (B or fused BW) of an activation.
+  double backward_start(int stage, int mb) const {
+    const double b = start[{Op::kBackwardInput, stage, mb}];
+    return std::isnan(b) ? start[{Op::kBackward, stage, mb}] : b;
+  }
+};
+
+// Ends of a rank's compute ops in list order (non-decreasing: one compute op at a time).
+std::vector<double> compute_ends(const Order& compute_order, int rank, const Timing& timing) {
+  std::vector<double> ends;
+  ends.reserve(compute_order.ranks[rank].size());
+  for (const OpRef& ref : compute_order.ranks[rank]) ends.push_back(timing.end[ref]);
+  return ends;
+}
+
+// Index of the last op in `ends` that ends at or before `time`, or -1.
+int last_ending_by(const std::vector<double>& ends, double time) {
+  return static_cast<int>(std::upper_bound(ends.begin(), ends.end(), time + kEpsilon) -
+                          ends.begin()) -
+         1;
+}
+
+// Busy intervals of one copy channel, disjoint, keyed by start.
+class ChannelSlots {
+ public:
+  void occupy(double start, double end) { busy_[start] = end; }
+  // Latest start t <= latest with [t, t + length) free; may return less than any bound the
+  // caller needs, which the caller checks.
+  double latest_free_start(double latest, double length) const {
+    double t = latest;
+    while (true) {
+      auto it =
+          busy_.lower_bound(t + length - kEpsilon);  // first interval starting at or after the end
+      if (it == busy_.begin()) return t;
+      --it;  // the last interval starting before our end: the only one that can overlap
+      if (it->second <= t + kEpsilon) return t;
+      t = it->first - length;
+    }
+  }
+
+ private:
+  std::map<double, double> busy_;
+};
+
+struct Activation {
+  int rank;
+  int stage;
+  int mb;
+  double forward_end;
+  double backward_start;
+  double offload_start = 0;
+  double offload_end = 0;
+  double reload_start = 0;
+};
+
+// An order with its timing and what the budget and the search need to know of it.
+OffloadedSchedule summarize(const Problem& problem, Order order, Schedule schedule) {
+  OffloadedSchedule result;
+  result.order = std::move(order);
+  result.schedule = std::move(schedule);
+  result.excess_bytes = budget_excess(problem, result.schedule);
+  result.makespan = makespan_of(result.schedule);
+  for (const auto& refs : result.order.ranks) {
+    result.offloads += static_cast<int>(std::count_if(
+        refs.begin(), refs.end(), [](const OpRef& r) { return r.op == Op::kOffload; }));
+  }
+  return result;
+}
+
+OffloadedSchedule evaluate(const Problem& problem, const Order& compute_order,
+                           const Schedule& timing, OffloadSet& offloaded,
+                           const std::string& method) {
+  Order order = insert_transfers(problem, compute_order, timing, offloaded);
+  Schedule schedule = simulate(problem, order, method);
+  return summarize(problem, std::move(order), std::move(schedule));
+}
+
+// Adds to `offloaded` activations of each rank that is over budget in `timing`: at every instant
+// where the estimated live bytes exceed the budget, the live activations with the longest
+// lifespans whose round trip fits and whose time on host covers that instant. Returns how many
+// it added; `unfixable` tells whether some instant stays over budget even so.
+int grow_longest_lived(const Problem& problem, const Order& compute_order,
+                       const Schedule& timing_schedule, OffloadSet& offloaded,
+                       const OffloadSet& rejected, bool& unfixable) {
+  unfixable = false;
+  const Timing timing(problem, timing_schedule);
+  int added = 0;
+  for (int r = 0; r < problem.ranks; ++r) {
+    const std::vector<MemoryStep> steps = memory_timeline(problem, timing_schedule.ranks[r]);
+    const int64_t budget = problem.activation_budget(r);
+    if (peak_live_bytes(steps) <= budget) continue;
+    const std::vector<double> ends = compute_ends(compute_order, r, timing);
+
+    struct Candidate {
+      int stage, mb;
+      double lifespan, away_from, away_until;
+      int64_t bytes;
+    };
+    std::vector<Candidate> candidates;
+    for (const OpRef& ref : compute_order.ranks[r]) {
+      if (ref.op != Op::kForward) continue;
+      const int s = ref.stage;
+      const int j = ref.microbatch;
+      const int64_t bytes = problem.stages[s].offloadable_bytes;
+      if (bytes <= 0 || offloaded.contains(s, j) || rejected.contains(s, j)) continue;
+      const double f_end = timing.end[ref];
+      const double b_start = timing.backward_start(s, j);
+      const double away_from = f_end + problem.offload_time(s);
+      const int issue_after = last_ending_by(ends, b_start - problem.reload_time(s));
+      if (issue_after < 0) continue;
+      const double away_until = ends[issue_after];
+      if (away_until <= away_from + kEpsilon) continue;  // the round trip does not fit
+      candidates.push_back({s, j, b_start - f_end, away_from, away_until, bytes});
+    }
+    std::stable_sort(
+        candidates.begin(), candidates.end(),
+        [](const Candidate& a, const Candidate& b) { return a.lifespan > b.lifespan; });
+    std::vector<uint8_t> taken(candidates.size(), 0);
+
+    // Bytes that come back (reloads) at future times, for activations chosen in this sweep.
+    using Return = std::pair<double, int64_t>;
+    std::priority_queue<Return, std::vector<Return>, std::greater<>> returns;
+    int64_t adjust = 0;
+    for (const MemoryStep& step : steps) {
+      while (!returns.empty() && returns.top().first <= step.time + kEpsilon) {
+        adjust += returns.top().second;
+        returns.pop();
+      }
+      int64_t live = step.live_bytes + adjust;
+      for (size_t c = 0; live > budget && c < candidates.size(); ++c) {
+        const Candidate& cand = candidates[c];
+        if (taken[c] || cand.away_from > step.time + kEpsilon ||
+            cand.away_until <= step.time + kEpsilon) {
+          continue;
+        }
+        taken[c] = 1;
+        offloaded.add(cand.stage, cand.mb);
+        ++added;
+        adjust -= cand.bytes;
+        live -= cand.bytes;
+        returns.push({cand.away_until, cand.bytes});
+      }
+      if (live > budget) unfixable = true;
+    }
+  }
+  return added;
+}
+
+}  // namespace
+
+double makespan_of(const Schedule& schedule) {
+  double first = std::numeric_limits<double>::infinity();
+  double last = 0;
+  for (const auto& actions : schedule.ranks) {
+    for (const Action& a : actions) {
+      first = std::min(first, a.start);
+      last = std::max(last, a.end);
+    }
+  }
+  return last > first ? last - first : 0.0;
+}
+
+int64_t budget_excess(const Problem& problem, const Schedule& schedule) {
+  int64_t excess = 0;
+  for (int r = 0; r < problem.ranks; ++r) {
+    const int64_t peak = peak_live_bytes(memory_timeline(problem, schedule.ranks[r]));
+    excess += std::max<int64_t>(0, peak - problem.activation_budget(r));
+  }
+  return excess;
+}
+
+Order insert_transfers(const Problem& problem, const Order& compute_order, const Schedule& timing,
+                       OffloadSet& offloaded) {
+  if (!problem.offload) return compute_order;
+  const Timing times(problem, timing);
+
+  std::vector<Activation> moved;
+  for (int r = 0; r < problem.ranks; ++r) {
+    for (const OpRef& ref : compute_order.ranks[r]) {
+      if (ref.op != Op::kForward || !offloaded.contains(ref.stage, ref.microbatch)) continue;
+      const int s = ref.stage;
+      const double f_end = times.end[ref];
+      const double b_start = times.backward_start(s, ref.microbatch);
+      if (problem.stages[s].offloadable_bytes <= 0 ||
+          b_start - f_end < problem.offload_time(s) + problem.reload_time(s) - kEpsilon) {
+        offloaded.remove(s, ref.microbatch);
+        continue;
+      }
+      moved.push_back({r, s, ref.microbatch, f_end, b_start});
+    }
+  }
+
+  // Offloads: earliest free slot after their F, served in the order their F end.
+  std::vector<ChannelSlots> slots(num_channels(problem));
+  std::vector<double> d2h_free(num_channels(problem), 0.0);
+  std::stable_sort(moved.begin(), moved.end(), [](const Activation& a, const Activation& b) {
+    return a.forward_end < b.forward_end;
+  });
+  for (Activation& a : moved) {
+    const int channel = channel_of(problem, a.rank, Op::kOffload);
+    a.offload_start = std::max(a.forward_end, d2h_free[channel]);
+    a.offload_end = a.offload_start + problem.offload_time(a.stage);
+    d2h_free[channel] = a.offload_end;
+    slots[channel].occupy(a.offload_start, a.offload_end);
+  }
+  // Reloads: latest free slot before their B, latest B first so that each takes the slot it needs.
+  std::stable_sort(moved.begin(), moved.end(), [](const Activation& a, const Activation& b) {
+    return a.backward_start > b.backward_start;
+  });
+  std::vector<Activation> kept;
+  kept.reserve(moved.size());
+  for (Activation& a : moved) {
+    const int channel = channel_of(problem, a.rank, Op::kReload);
+    const double length = problem.reload_time(a.stage);
+    a.reload_start = slots[channel].latest_free_start(a.backward_start - length, length);
+    if (a.reload_start < a.offload_end - kEpsilon) {
+      offloaded.remove(a.stage, a.mb);  // no room on the channel: keep it on the device
+      continue;
+    }
+    slots[channel].occupy(a.reload_start, a.reload_start + length);
+    kept.push_back(a);
+  }
+
+  // Transfers listed after a compute op, by planned start (offload before reload on a tie).
+  struct Listed {
+    double planned;
+    int kind;  // 0 offload, 1 reload
+    OpRef ref;
+  };
+  Order order;
+  order.ranks.resize(problem.ranks);
+  std::vector<std::vector<std::vector<Listed>>> after(problem.ranks);
+  OpTable<int> position(problem, -1);
+  std::vector<std::vector<double>> ends(problem.ranks);
+  for (int r = 0; r < problem.ranks; ++r) {
+    after[r].resize(compute_order.ranks[r].size());
+    for (size_t i = 0; i < compute_order.ranks[r].size(); ++i) {
+      position[compute_order.ranks[r][i]] = static_cast<int>(i);
+    }
+    ends[r] = compute_ends(compute_order, r, times);
+  }
+  for (const Activation& a : kept) {
+    const int f_pos = position[{Op::kForward, a.stage, a.mb}];
+    int b_pos = position[{Op::kBackwardInput, a.stage, a.mb}];
+    if (b_pos < 0) b_pos = position[{Op::kBackward, a.stage, a.mb}];
+    after[a.rank][f_pos].push_back({a.offload_start, 0, {Op::kOffload, a.stage, a.mb}});
+    const int r_pos = std::clamp(last_ending_by(ends[a.rank], a.reload_start), f_pos, b_pos - 1);
+    after[a.rank][r_pos].push_back({a.reload_start, 1, {Op::kReload, a.stage, a.mb}});
+  }
+  for (int r = 0; r < problem.ranks; ++r) {
+    auto& refs = order.ranks[r];
+    for (size_t i = 0; i < compute_order.ranks[r].size(); ++i) {
+      refs.push_back(compute_order.ranks[r][i]);
+      auto& listed = after[r][i];
+      std::stable_sort(listed.begin(), listed.end(), [](const Listed& a, const Listed& b) {
+        return a.planned < b.planned || (a.planned == b.planned && a.kind < b.kind);
+      });
+      for (const Listed& l : listed) refs.push_back(l.ref);
+    }
+  }
+  return order;
+}
+
+OffloadedSchedule time_with_simulator(const Problem& problem, Order order,
+                                      const std::string& method) {
+  Schedule schedule = simulate(problem, order, method);
+  return summarize(problem, std::move(order), std::move(schedule));
+}
+
+bool better_offloaded(const OffloadedSchedule& a, const OffloadedSchedule& b) {
+  if (a.fits() != b.fits()) return a.fits();
+  if (!a.fits() && a.excess_bytes != b.excess_bytes) return a.excess_bytes < b.excess_bytes;
+  if (a.makespan != b.makespan) return a.makespan < b.makespan;
+  return a.offloads < b.offloads;
+}
+
+OffloadedSchedule fit_offloads(const Problem& problem, const Order& compute_order,
+                               const Schedule& compute_timing, const std::string& method,
+                               OffloadChoice choice, OffloadSet initial) {
+  Schedule base = compute_timing;
+  base.method = method;
+  OffloadedSchedule best = summarize(problem, compute_order, std::move(base));
+  if (!problem.offload) return best;
+  if (choice == OffloadChoice::kLongestLived && best.fits()) return best;
+
+  OffloadSet offloaded = std::move(initial);
+  OffloadSet rejected(problem);
+  Schedule timing = compute_timing;
+  for (int round = 0; round < kMaxRounds; ++round) {
+    int added = 0;
+    bool unfixable = false;
+    if (choice == OffloadChoice::kLongestLived) {
+      added = grow_longest_lived(problem, compute_order, timing, offloaded, rejected, unfixable);
+      if (added == 0) break;
+    }
+    const OffloadSet wanted = offloaded;
+    OffloadedSchedule candidate = evaluate(problem, compute_order, timing, offloaded, method);
+    // What placement dropped stays on the device from now on.
+    for (int s = 0; s < problem.num_stages(); ++s) {
+      for (int j = 0; j < problem.microbatches; ++j) {
+        if (wanted.contains(s, j) && !offloaded.contains(s, j)) rejected.add(s, j);
+      }
+    }
+    const bool fits = candidate.fits();
+    const bool improved = better_offloaded(candidate, best);
+    timing = candidate.schedule;
+    if (improved) best = std::move(candidate);
+    // Fixed sets and fitting schedules get another round to re-place transfers with the
+    // simulated times while that helps; growing stops once nothing more can be offloaded.
+    if ((fits || choice == OffloadChoice::kFixed) && (round >= 2 || (round >= 1 && !improved))) {
+      break;
+    }
+    // Even offloading every candidate leaves an instant over budget, or the last round brought
+    // the excess no lower: more rounds will not help.
+    if ((unfixable && round == 0) || (!fits && !improved)) break;
+  }
+  return best;
+}
+
+}  // namespace optpipe

@@ -1,0 +1,73 @@
+// Offload passes shared by the offload generators (pipeoffload, adaoffload; DESIGN.md §3, §5):
+// take a compute-only Order, choose activations to move to host, place their transfers on the
+// copy channels and time the result with the simulator.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "compiler/op_table.h"
+#include "compiler/problem.h"
+#include "compiler/schedule.h"
+
+namespace optpipe {
+
+// Activations (stage, microbatch) chosen for offload; indexed through Op::kForward.
+class OffloadSet {
+ public:
+  explicit OffloadSet(const Problem& problem) : chosen_(problem, 0) {}
+  bool contains(int stage, int mb) const { return chosen_[{Op::kForward, stage, mb}] != 0; }
+  void add(int stage, int mb) { chosen_[{Op::kForward, stage, mb}] = 1; }
+  void remove(int stage, int mb) { chosen_[{Op::kForward, stage, mb}] = 0; }
+
+ private:
+  OpTable<uint8_t> chosen_;
+};
+
+// Last end minus first start over all actions.
+double makespan_of(const Schedule& schedule);
+
+// Bytes by which a timed schedule exceeds the activation budget, summed over ranks (0: fits).
+int64_t budget_excess(const Problem& problem, const Schedule& schedule);
+
+// Inserts OFFLOAD/RELOAD actions for `offloaded` into `compute_order` (compute ops only), using
+// the compute times of `timing` (a simulation of an order with the same compute sequence). Each
+// offload goes in the earliest free slot of its channel after its F, each reload in the latest
+// free slot that ends before its B; the reload is listed after the last compute op that ends by
+// then. Activations whose round trip does not fit between F and B are removed from `offloaded`.
+Order insert_transfers(const Problem& problem, const Order& compute_order, const Schedule& timing,
+                       OffloadSet& offloaded);
+
+struct OffloadedSchedule {
+  Order order;
+  Schedule schedule;
+  int64_t excess_bytes = 0;  // budget_excess of schedule
+  double makespan = 0;
+  int offloads = 0;
+  bool fits() const { return excess_bytes == 0; }
+};
+
+// How fit_offloads chooses what to offload.
+enum class OffloadChoice {
+  kFixed,         // exactly the given set (less whatever does not fit its lifespan)
+  kLongestLived,  // grow the given set where memory exceeds the budget: longest lifespans first
+};
+
+// Offloads activations of `compute_order` (timed without transfers as `compute_timing`) until
+// the schedule fits the budget or nothing more can be offloaded, re-placing transfers with the
+// simulator's times for a few rounds. Returns the best schedule seen, the compute-only one
+// included: the fastest that fits, else the one with the least excess.
+OffloadedSchedule fit_offloads(const Problem& problem, const Order& compute_order,
+                               const Schedule& compute_timing, const std::string& method,
+                               OffloadChoice choice, OffloadSet initial);
+
+// Times `order` with compiler/simulate: what a generator returns.
+OffloadedSchedule time_with_simulator(const Problem& problem, Order order,
+                                      const std::string& method);
+
+// Preference between candidates: fitting first, then the shorter makespan (fewer offloads on a
+// tie); among those over budget, the smaller excess.
+bool better_offloaded(const OffloadedSchedule& a, const OffloadedSchedule& b);
+
+}  // namespace optpipe

@@ -1,0 +1,105 @@
+"""Running the exported PyTorch pipelining CSV (`optpipe-compile --export-torch-csv`) with optpipe's
+offload decisions.
+
+The CSV has compute tokens only (`0F3`, `0I3`, `0W3`, `0B3`; no offload token exists), so the
+offloads and reloads come from the `.opsched` of the same compile. `offload_plan` lines the two up:
+for each compute op of a rank it lists the transfers the schedule issues right after it. A loop
+that executes the CSV (or `torch.distributed.pipelining`'s runtime, through its per-action hooks)
+calls `OffloadDriver.after(op, stage, mb)` after each compute op and `before_backward` /
+`after_backward` around each backward, with an `ActivationOffloader` holding the saved tensors.
+No torch import here: the plan is plain Python and tested without torch.
+"""
+
+import re
+
+from . import Op
+
+_TOKEN = re.compile(r"^(\d+)([FIWB])(\d+)$")
+
+
+def load_csv_file(path, dialect="2.6"):
+    with open(path) as f:
+        return load_csv(f.read(), dialect)
+
+
+def load_csv(text, dialect="2.6"):
+    """Per rank, the compute actions in step order as (op, stage, microbatch); empty cells skipped.
+    2.6 tokens: F, I (backward input, optpipe B), W, B (full backward, optpipe BW); 2.5: F, B
+    (backward input), W."""
+    kinds = {"F": "F", "I": "B", "W": "W", "B": "BW"} if dialect != "2.5" else \
+        {"F": "F", "B": "B", "W": "W"}
+    ranks = []
+    for line in text.strip("\n").split("\n"):
+        actions = []
+        for cell in line.split(","):
+            cell = cell.strip()
+            if not cell:
+                continue
+            match = _TOKEN.match(cell)
+            if not match or match.group(2) not in kinds:
+                raise ValueError(f"unknown pipelining token {cell!r}")
+            actions.append((kinds[match.group(2)], int(match.group(1)), int(match.group(3))))
+        ranks.append(actions)
+    return ranks
+
+
+def offload_plan(schedule, rank, csv_actions=None):
+    """{(op, stage, mb) or None: [("OFFLOAD"|"RELOAD", stage, mb), ...]}: the transfers the
+    schedule issues after each compute op (None: before the first). When `csv_actions` (one
+    rank's `load_csv` row) is given, checks that it runs the schedule's compute ops in its order
+    (a 2.5 CSV's B then W stands for a fused BW)."""
+    plan, previous = {None: []}, None
+    compute = []
+    for op, stage, mb, _start, _end, _bytes in schedule.actions(rank):
+        if op in ("OFFLOAD", "RELOAD"):
+            plan.setdefault(previous, []).append((op, stage, mb))
+        else:
+            previous = (op, stage, mb)
+            plan.setdefault(previous, [])
+            compute.append(previous)
+    if csv_actions is not None:
+        expanded = []
+        for op, stage, mb in compute:
+            expanded += [("B", stage, mb), ("W", stage, mb)] if op == "BW" and \
+                ("BW", stage, mb) not in csv_actions else [(op, stage, mb)]
+        if list(csv_actions) != expanded:
+            raise ValueError(f"rank {rank}: the CSV's compute order differs from the schedule's")
+    return plan
+
+
+class OffloadDriver:
+    """Issues a rank's offloads/reloads from `offload_plan` through an `optpipe_rt.Rank` engine,
+    with buffers from an `ActivationOffloader` (optpipe_rt.torch_offload)."""
+
+    def __init__(self, rank, offloader, plan):
+        self.rank, self.offloader, self.plan = rank, offloader, plan
+        self.offloaded = set()
+        self._run(None)
+
+    def _run(self, key):
+        for op, stage, mb in self.plan.get(key, []):
+            if op == "OFFLOAD":
+                ptr, nbytes = self.offloader.offload_source(stage, mb)
+                self.rank.offload(stage, mb, ptr, nbytes)
+                self.offloaded.add((stage, mb))
+            else:
+                self.rank.synchronize(stage, mb)  # the offload has ended: free the device copy
+                self.offloader.offload_complete(stage, mb)
+                nbytes = self.offloader._packed_size(stage, mb)
+                self.rank.reload(stage, mb, self.offloader.reload_target(stage, mb, nbytes))
+
+    def after(self, op, stage, microbatch):
+        """Call after each compute op (op in Op.NAMES: F, B, W, BW)."""
+        self._run((op, stage, microbatch))
+
+    def before_backward(self, stage, microbatch):
+        if (stage, microbatch) in self.offloaded:
+            self.rank.wait(stage, microbatch)
+
+    def after_backward(self, stage, microbatch):
+        if (stage, microbatch) in self.offloaded:
+            self.rank.release(stage, microbatch)
+            self.offloaded.discard((stage, microbatch))
+
+
+__all__ = ["load_csv", "load_csv_file", "offload_plan", "OffloadDriver", "Op"]

@@ -1,0 +1,250 @@
+"""Tests of the ctypes binding on the CPU backend (run by ctest; no GPU, no torch needed).
+
+The .opsched files here are written from docs/opsched.md with struct, independently of the C++
+writer, so they also check that the spec is enough to produce a file the shim accepts."""
+
+import ctypes
+import os
+import struct
+import sys
+import tempfile
+import unittest
+import zlib
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import optpipe_rt  # noqa: E402
+
+F, B, W, BW, OFFLOAD, RELOAD = range(6)
+NBYTES = 1024
+
+
+def opsched(ranks_actions, stage_rank, microbatches, method=b"py", activation=NBYTES):
+    """A version-1 .opsched: R ranks, v = S / R, uniform stages, duplex link."""
+    R, S = len(ranks_actions), len(stage_rank)
+    header_size, stage_size, rank_size, action_size = 192, 56, 40, 40
+    stage_table = header_size
+    rank_table = stage_table + S * stage_size
+    first_action = rank_table + R * rank_size
+    total_actions = sum(len(a) for a in ranks_actions)
+    file_size = first_action + total_actions * action_size + 4
+    body = bytearray()
+    for s in range(S):
+        body += struct.pack("<II3d3q", stage_rank[s], 0, 1.0, 1.0, 1.0, activation, 0, activation)
+    offset = first_action
+    for actions in ranks_actions:
+        body += struct.pack("<qqIIQQ", 1 << 30, 0, 0, len(actions), offset, 0)
+        offset += len(actions) * action_size
+    for actions in ranks_actions:
+        for op, stage, mb, start, end, nbytes in actions:
+            body += struct.pack("<B3xIII2dq", op, stage, mb, 0, start, end, nbytes)
+    header = bytearray(header_size)
+    header[0:8] = b"OPSCHED\0"
+    struct.pack_into("<IIIIQ", header, 8, 0x01020304, 1, 0, 1, file_size)
+    struct.pack_into("<IIIIBBBBIII", header, 32, R, S, microbatches, S // R, 0, 2, 1, 0,
+                     stage_size, rank_size, action_size)
+    struct.pack_into("<3dQQ", header, 64, 0.0, 2048.0, 2048.0, stage_table, rank_table)
+    header[104:136] = bytes(range(32))
+    header[136:136 + len(method)] = method
+    struct.pack_into("<I", header, 16, zlib.crc32(bytes(header)))
+    data = bytes(header) + bytes(body)
+    return data + struct.pack("<I", zlib.crc32(data))
+
+
+# One rank, two stages on it (v = 2), two microbatches; stage 0's microbatch 0 is offloaded.
+ONE_RANK = [[(F, 0, 0, 0, 1, 0), (F, 1, 0, 1, 2, 0), (OFFLOAD, 0, 0, 1, 1.5, NBYTES),
+             (F, 0, 1, 2, 3, 0), (F, 1, 1, 3, 4, 0), (RELOAD, 0, 0, 4, 4.5, NBYTES),
+             (BW, 1, 0, 4, 6, 0), (BW, 0, 0, 6, 8, 0), (BW, 1, 1, 8, 10, 0), (BW, 0, 1, 10, 12, 0)]]
+
+
+class Trainer:
+    """Activations are ctypes buffers; backward checks that the reloaded bytes are the forward's."""
+
+    def __init__(self):
+        self.log, self.device, self.expected = [], {}, {}
+
+    def forward(self, s, j):
+        buf = (ctypes.c_uint8 * NBYTES)(*[(i * 7 + s * 3 + j) % 251 for i in range(NBYTES)])
+        self.device[(s, j)] = buf
+        self.expected[(s, j)] = bytes(buf)
+        self.log.append(("F", s, j))
+
+    def backward(self, s, j):
+        if bytes(self.device.pop((s, j))) != self.expected[(s, j)]:
+            raise AssertionError(f"activation ({s}, {j}) differs after reload")
+        self.log.append(("BW", s, j))
+
+    def offload_source(self, s, j):
+        self.log.append(("OFFLOAD", s, j))
+        return ctypes.addressof(self.device[(s, j)]), NBYTES
+
+    def offload_complete(self, s, j):
+        del self.device[(s, j)]  # "free" the device copy
+
+    def reload_target(self, s, j, nbytes):
+        self.log.append(("RELOAD", s, j))
+        buf = (ctypes.c_uint8 * nbytes)()
+        self.device[(s, j)] = buf
+        return ctypes.addressof(buf)
+
+
+class ScheduleTest(unittest.TestCase):
+    def test_reads_a_file_written_from_the_spec(self):
+        data = opsched(ONE_RANK, [0, 0], 2)
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "s.opsched")
+            with open(path, "wb") as f:
+                f.write(data)
+            schedule = optpipe_rt.Schedule(path)
+        self.assertEqual((schedule.ranks, schedule.stages, schedule.microbatches), (1, 2, 2))
+        self.assertEqual(schedule.method, "py")
+        self.assertEqual(schedule.profile_sha256, bytes(range(32)).hex())
+        self.assertEqual(schedule.channel_mode, "duplex")
+        self.assertEqual(schedule.stage(1)["activation_bytes"], NBYTES)
+        self.assertEqual(schedule.rank(0)["host_pool_bytes"], NBYTES)
+        self.assertEqual(schedule.actions(0)[2], ("OFFLOAD", 0, 0, 1.0, 1.5, NBYTES))
+
+    def test_refuses_damage_with_codes(self):
+        data = opsched(ONE_RANK, [0, 0], 2)
+        cases = {
+            "truncated": (data[:-1], 3),
+            "flipped": (data[:300] + bytes([data[300] ^ 1]) + data[301:], 7),
+            "magic": (b"X" + data[1:], 4),
+            "version": (data[:12] + struct.pack("<I", 9) + data[16:], 6),
+            "endian": (data[:8] + bytes(reversed(data[8:12])) + data[12:], 5),
+        }
+        for name, (bad, status) in cases.items():
+            with self.subTest(name):
+                with self.assertRaises(optpipe_rt.OptpipeError) as caught:
+                    optpipe_rt.Schedule(bad)
+                self.assertEqual(caught.exception.status, status)
+                self.assertIn(optpipe_rt.strerror(status), str(caught.exception))
+        with self.assertRaises(optpipe_rt.OptpipeError) as caught:
+            optpipe_rt.Schedule("/nonexistent/x.opsched")
+        self.assertEqual(caught.exception.status, 2)
+
+
+class RankTest(unittest.TestCase):
+    def setUp(self):
+        self.schedule = optpipe_rt.Schedule(opsched(ONE_RANK, [0, 0], 2))
+
+    def test_runs_the_schedule_with_python_callbacks(self):
+        for channels in ("shared", "duplex"):
+            rank = optpipe_rt.Rank(self.schedule, 0, backend="cpu", channel_mode=channels,
+                                   verify_checksums=True)
+            self.assertEqual(rank.backend, "cpu")
+            trainer = Trainer()
+            rank.run(trainer)
+            # OFFLOAD(0, 0) starts with F(1, 0): the runner issues the copy first.
+            self.assertEqual(trainer.log, [
+                ("F", 0, 0), ("OFFLOAD", 0, 0), ("F", 1, 0), ("F", 0, 1), ("F", 1, 1),
+                ("RELOAD", 0, 0), ("BW", 1, 0), ("BW", 0, 0), ("BW", 1, 1), ("BW", 0, 1)])
+            self.assertEqual(rank.host_pool_usage(), (0, NBYTES))
+            median, samples = rank.measured("BW", 0)
+            self.assertEqual(samples, 2)
+            self.assertGreaterEqual(median, 0)
+            with tempfile.TemporaryDirectory() as tmp:
+                path = os.path.join(tmp, "measured.json")
+                optpipe_rt.write_measured_profile([rank], path, name="py-measured")
+                with open(path) as f:
+                    import json
+                    profile = json.load(f)
+            self.assertEqual(profile["format"], "optpipe.profile/v1")
+            self.assertEqual(profile["pipeline"]["placement"], [0, 0])
+            rank.close()
+
+    def test_callback_exceptions_propagate(self):
+        rank = optpipe_rt.Rank(self.schedule, 0, backend="cpu")
+
+        class Failing(Trainer):
+            def forward(self, s, j):
+                raise ValueError("boom")
+
+        with self.assertRaisesRegex(ValueError, "boom"):
+            rank.run(Failing())
+
+    def test_engine_directly_and_pool_limit(self):
+        rank = optpipe_rt.Rank(self.schedule, 0, backend="cpu")
+        src = (ctypes.c_uint8 * NBYTES)(*range(256), *range(256), *range(256), *range(256))
+        dst = (ctypes.c_uint8 * NBYTES)()
+        rank.offload(0, 1, ctypes.addressof(src), NBYTES)
+        rank.synchronize(0, 1)
+        rank.reload(0, 1, ctypes.addressof(dst))
+        rank.wait(0, 1)
+        self.assertTrue(rank.done(0, 1))
+        rank.release(0, 1)
+        self.assertEqual(bytes(dst), bytes(src))
+        with self.assertRaises(optpipe_rt.OptpipeError) as caught:
+            rank.release(0, 1)
+        self.assertEqual(caught.exception.status, 13)
+        with self.assertRaises(optpipe_rt.OptpipeError) as caught:
+            optpipe_rt.Rank(self.schedule, 0, backend="cpu", host_pool_limit_bytes=10)
+        self.assertEqual(caught.exception.status, 9)
+        self.assertIn(str(NBYTES), str(caught.exception))
+
+
+try:
+    import torch  # noqa: F401
+    HAVE_TORCH = True
+except ImportError:
+    HAVE_TORCH = False
+
+
+@unittest.skipUnless(HAVE_TORCH, "torch is not installed")
+class TorchOffloadTest(unittest.TestCase):
+    def test_saved_tensors_round_trip_through_the_shim(self):
+        import torch
+        from optpipe_rt.torch_offload import ActivationOffloader
+
+        torch.manual_seed(0)
+        layer = torch.nn.Linear(NBYTES // 16, NBYTES // 16)
+        x = torch.randn(2, NBYTES // 16)
+
+        def reference():
+            layer.zero_grad()
+            layer(x).tanh().sum().backward()
+            return layer.weight.grad.clone()
+
+        expected = reference()
+        layer.zero_grad()
+        offloader = ActivationOffloader(device="cpu")
+        rank = optpipe_rt.Rank(self.schedule_for_torch(), 0, backend="cpu")
+        with offloader.forward(0, 0):
+            loss = layer(x).tanh().sum()
+        ptr, nbytes = offloader.offload_source(0, 0)
+        rank.offload(0, 0, ptr, nbytes)
+        rank.synchronize(0, 0)
+        offloader.offload_complete(0, 0)
+        rank.reload(0, 0, offloader.reload_target(0, 0, nbytes))
+        rank.wait(0, 0)
+        loss.backward()
+        rank.release(0, 0)
+        self.assertTrue(torch.equal(layer.weight.grad, expected))
+
+    @staticmethod
+    def schedule_for_torch():
+        return optpipe_rt.Schedule(opsched(ONE_RANK, [0, 0], 2, activation=1 << 20))
+
+
+if __name__ == "__main__":
+    unittest.main()
+
+
+class PipeliningCsvTest(unittest.TestCase):
+    def test_plan_lines_the_csv_up_with_the_schedules_offloads(self):
+        from optpipe_rt.torch_pipelining import load_csv, offload_plan
+
+        schedule = optpipe_rt.Schedule(opsched(ONE_RANK, [0, 0], 2))
+        csv = "0F0,1F0,,0F1,1F1,1B0,0B0,1B1,0B1\n"
+        rows = load_csv(csv)
+        self.assertEqual(rows[0][:3], [("F", 0, 0), ("F", 1, 0), ("F", 0, 1)])
+        plan = offload_plan(schedule, 0, rows[0])
+        self.assertEqual(plan[("F", 1, 0)], [("OFFLOAD", 0, 0)])
+        self.assertEqual(plan[("F", 1, 1)], [("RELOAD", 0, 0)])
+        self.assertEqual(plan[None], [])
+        with self.assertRaises(ValueError):
+            offload_plan(schedule, 0, load_csv("0F0,0F1,1F0,1F1,1B0,0B0,1B1,0B1")[0])
+        # 2.5 has no full-backward token: B then W stand for the fused BW.
+        rows25 = load_csv("0F0,1F0,0F1,1F1,1B0,1W0,0B0,0W0,1B1,1W1,0B1,0W1", dialect="2.5")
+        offload_plan(schedule, 0, rows25[0])
+        with self.assertRaises(ValueError):
+            load_csv("0X1")

@@ -1,0 +1,270 @@
+// The binary schedule: compiler writer -> shim reader round trip, and refusal of every damaged
+// file (docs/opsched.md): every single-byte flip, every truncation, wrong version, wrong endian.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <fstream>
+#include <string>
+
+#include "compiler/errors.h"
+#include "compiler/file_io.h"
+#include "compiler/metrics.h"
+#include "compiler/opsched.h"
+#include "compiler/schedule_json.h"
+#include "compiler/simulator.h"
+#include "heuristics/registry.h"
+#include "optpipe_opsched_format.h"
+#include "optpipe_rt.h"
+#include "tests/test_problems.h"
+
+namespace {
+
+using optpipe::Problem;
+using optpipe::Schedule;
+
+Schedule compile(const Problem& problem, std::string_view method) {
+  const optpipe::Generator* generator = optpipe::find_generator(method);
+  EXPECT_NE(generator, nullptr) << method;
+  return optpipe::simulate(problem, generator->build(problem), std::string(method));
+}
+
+struct Opened {
+  optpipe_rt_status status;
+  optpipe_rt_schedule* schedule = nullptr;
+  ~Opened() { optpipe_rt_schedule_close(schedule); }
+};
+
+optpipe_rt_status open_status(const std::string& bytes) {
+  optpipe_rt_schedule* schedule = nullptr;
+  const optpipe_rt_status status =
+      optpipe_rt_schedule_open_memory(bytes.data(), bytes.size(), &schedule);
+  EXPECT_EQ(status == OPTPIPE_RT_OK, schedule != nullptr);
+  optpipe_rt_schedule_close(schedule);
+  return status;
+}
+
+void expect_same_actions(const Problem& problem, const Schedule& schedule,
+                         optpipe_rt_schedule* opened) {
+  optpipe_rt_schedule_info info;
+  ASSERT_EQ(optpipe_rt_schedule_get_info(opened, &info), OPTPIPE_RT_OK);
+  EXPECT_EQ(info.ranks, problem.ranks);
+  EXPECT_EQ(info.stages, problem.num_stages());
+  EXPECT_EQ(info.microbatches, problem.microbatches);
+  EXPECT_EQ(info.chunks_per_rank, problem.chunks_per_rank);
+  EXPECT_STREQ(info.method, schedule.method.c_str());
+  for (int s = 0; s < problem.num_stages(); ++s) {
+    optpipe_rt_stage_info st;
+    ASSERT_EQ(optpipe_rt_schedule_get_stage(opened, s, &st), OPTPIPE_RT_OK);
+    EXPECT_EQ(st.rank, problem.rank_of_stage[s]);
+    EXPECT_EQ(st.forward, problem.stages[s].forward);
+    EXPECT_EQ(st.activation_bytes, problem.stages[s].activation_bytes);
+    EXPECT_EQ(st.offloadable_bytes, problem.stages[s].offloadable_bytes);
+  }
+  for (int r = 0; r < problem.ranks; ++r) {
+    optpipe_rt_rank_info ri;
+    ASSERT_EQ(optpipe_rt_schedule_get_rank(opened, r, &ri), OPTPIPE_RT_OK);
+    EXPECT_EQ(ri.budget_bytes, problem.budget_bytes[r]);
+    EXPECT_EQ(ri.static_bytes, problem.static_bytes[r]);
+    ASSERT_EQ(ri.action_count, static_cast<int>(schedule.ranks[r].size()));
+    for (int i = 0; i < ri.action_count; ++i) {
+      optpipe_rt_action a;
+      ASSERT_EQ(optpipe_rt_schedule_get_action(opened, r, i, &a), OPTPIPE_RT_OK);
+      const optpipe::Action& want = schedule.ranks[r][i];
+      EXPECT_EQ(a.op, static_cast<int>(want.ref.op));
+      EXPECT_EQ(a.stage, want.ref.stage);
+      EXPECT_EQ(a.microbatch, want.ref.microbatch);
+      EXPECT_EQ(a.start, want.start);  // bit-exact: f64 on both sides
+      EXPECT_EQ(a.end, want.end);
+      EXPECT_EQ(a.bytes, optpipe::is_transfer(want.ref.op) ? want.bytes : 0);
+    }
+    optpipe_rt_action a;
+    EXPECT_EQ(optpipe_rt_schedule_get_action(opened, r, ri.action_count, &a),
+              OPTPIPE_RT_E_INVALID_ARGUMENT);
+  }
+}
+
+TEST(OpschedReader, RoundTripsEveryGeneratorOnRandomProblems) {
+  std::mt19937 rng(7);
+  int checked = 0;
+  for (int trial = 0; trial < 12; ++trial) {
+    const Problem problem = optpipe::testing::random_problem(rng);
+    for (const optpipe::Generator& generator : optpipe::generators()) {
+      if (!generator.unsupported_reason(problem).empty()) continue;
+      const Schedule schedule = compile(problem, generator.name);
+      const std::string bytes = optpipe::encode_opsched(problem, schedule);
+      optpipe_rt_schedule* opened = nullptr;
+      ASSERT_EQ(optpipe_rt_schedule_open_memory(bytes.data(), bytes.size(), &opened), OPTPIPE_RT_OK)
+          << optpipe_rt_last_error();
+      expect_same_actions(problem, schedule, opened);
+      optpipe_rt_schedule_close(opened);
+      ++checked;
+    }
+  }
+  EXPECT_GT(checked, 20);
+}
+
+TEST(OpschedReader, ReadsTheFileWrittenAtomically) {
+  const Problem problem = optpipe::testing::uniform_problem(4, 1, 8);
+  const Schedule schedule = compile(problem, "1f1b");
+  const std::string path = ::testing::TempDir() + "/roundtrip.opsched";
+  optpipe::write_opsched(path, problem, schedule);
+  optpipe_rt_schedule* opened = nullptr;
+  ASSERT_EQ(optpipe_rt_schedule_open(path.c_str(), &opened), OPTPIPE_RT_OK)
+      << optpipe_rt_last_error();
+  expect_same_actions(problem, schedule, opened);
+  optpipe_rt_schedule_close(opened);
+  std::remove(path.c_str());
+
+  EXPECT_EQ(optpipe_rt_schedule_open((path + ".missing").c_str(), &opened), OPTPIPE_RT_E_IO);
+  EXPECT_NE(std::string(optpipe_rt_last_error()).find(".missing"), std::string::npos);
+  EXPECT_EQ(opened, nullptr);
+}
+
+TEST(OpschedWriter, ConvertsAScheduleJsonGivenItsProfile) {
+  Problem problem = optpipe::testing::uniform_problem(3, 2, 6);
+  problem.profile_sha256 = "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff";
+  const Schedule schedule = compile(problem, "interleaved-1f1b");
+  const std::string json_path = ::testing::TempDir() + "/convert.json";
+  const std::string bin_path = ::testing::TempDir() + "/convert.opsched";
+  optpipe::write_file_atomically(
+      json_path,
+      optpipe::schedule_to_json(problem, schedule, optpipe::compute_metrics(problem, schedule))
+          .dump());
+  optpipe::convert_schedule_json_to_opsched(json_path, problem, bin_path);
+  optpipe_rt_schedule* opened = nullptr;
+  ASSERT_EQ(optpipe_rt_schedule_open(bin_path.c_str(), &opened), OPTPIPE_RT_OK)
+      << optpipe_rt_last_error();
+  expect_same_actions(problem, schedule, opened);
+  optpipe_rt_schedule_info info;
+  ASSERT_EQ(optpipe_rt_schedule_get_info(opened, &info), OPTPIPE_RT_OK);
+  EXPECT_EQ(info.profile_sha256[0], 0x00);
+  EXPECT_EQ(info.profile_sha256[1], 0x11);
+  EXPECT_EQ(info.profile_sha256[31], 0xff);
+  optpipe_rt_schedule_close(opened);
+
+  Problem other = problem;
+  other.profile_sha256 = std::string(64, 'f');
+  try {
+    optpipe::convert_schedule_json_to_opsched(json_path, other, bin_path);
+    ADD_FAILURE() << "converted a schedule of another profile";
+  } catch (const optpipe::Error& e) {
+    EXPECT_EQ(e.code(), optpipe::kExitInvalidSchedule);
+  }
+  std::remove(json_path.c_str());
+  std::remove(bin_path.c_str());
+}
+
+// A small file: 2 ranks, 2 microbatches, with transfers, so every field kind is present.
+std::string small_file() {
+  optpipe::testing::UniformCosts costs;
+  costs.activation_bytes = 4096;
+  Problem problem = optpipe::testing::uniform_problem(2, 1, 2, costs);
+  problem.offload = optpipe::OffloadLink{4096.0, 4096.0, optpipe::ChannelMode::kDuplex, {0, 1}};
+  for (auto& s : problem.stages) s.offloadable_bytes = 4096;
+  problem.profile_sha256 = std::string(64, 'a');
+  optpipe::Order order{{{{optpipe::Op::kForward, 0, 0},
+                         {optpipe::Op::kOffload, 0, 0},
+                         {optpipe::Op::kForward, 0, 1},
+                         {optpipe::Op::kReload, 0, 0},
+                         {optpipe::Op::kBackwardInput, 0, 0},
+                         {optpipe::Op::kBackwardWeight, 0, 0},
+                         {optpipe::Op::kBackwardInput, 0, 1},
+                         {optpipe::Op::kBackwardWeight, 0, 1}},
+                        {{optpipe::Op::kForward, 1, 0},
+                         {optpipe::Op::kBackwardInput, 1, 0},
+                         {optpipe::Op::kForward, 1, 1},
+                         {optpipe::Op::kBackwardInput, 1, 1},
+                         {optpipe::Op::kBackwardWeight, 1, 0},
+                         {optpipe::Op::kBackwardWeight, 1, 1}}}};
+  return optpipe::encode_opsched(problem, optpipe::simulate(problem, order, "hand"));
+}
+
+optpipe_rt_status expected_for_flip(size_t at) {
+  if (at < 8) return OPTPIPE_RT_E_BAD_MAGIC;
+  if (at < 12) return OPTPIPE_RT_E_BAD_MAGIC;  // byte-order mark: one flip never reverses it
+  if (at < 16) return OPTPIPE_RT_E_VERSION;
+  return OPTPIPE_RT_E_CHECKSUM;  // header CRC or file CRC, trailer included
+}
+
+TEST(OpschedReader, RefusesEverySingleByteFlipWithItsCode) {
+  const std::string good = small_file();
+  ASSERT_EQ(open_status(good), OPTPIPE_RT_OK);
+  for (size_t at = 0; at < good.size(); ++at) {
+    for (unsigned char mask : {0x01, 0x80, 0xff}) {
+      std::string bad = good;
+      bad[at] = static_cast<char>(bad[at] ^ mask);
+      ASSERT_EQ(open_status(bad), expected_for_flip(at))
+          << "byte " << at << " mask " << int(mask) << ": " << optpipe_rt_last_error();
+      ASSERT_STRNE(optpipe_rt_last_error(), "");
+    }
+  }
+}
+
+TEST(OpschedReader, RefusesEveryTruncation) {
+  const std::string good = small_file();
+  for (size_t length = 0; length < good.size(); ++length) {
+    ASSERT_EQ(open_status(good.substr(0, length)), OPTPIPE_RT_E_TRUNCATED) << "length " << length;
+  }
+  EXPECT_EQ(open_status(good + std::string(1, '\0')), OPTPIPE_RT_E_CORRUPT);
+}
+
+void store_u32(std::string& bytes, size_t at, uint32_t v) {
+  for (int i = 0; i < 4; ++i) bytes[at + i] = static_cast<char>((v >> (8 * i)) & 0xff);
+}
+
+TEST(OpschedReader, RefusesWrongVersionAndWrongEndianEvenWithValidChecksums) {
+  const std::string good = small_file();
+  std::string v2 = good;
+  store_u32(v2, OPSCHED_OFF_VERSION, 2);
+  EXPECT_EQ(open_status(v2), OPTPIPE_RT_E_VERSION);
+  EXPECT_NE(std::string(optpipe_rt_last_error()).find("version 2"), std::string::npos);
+
+  // What a big-endian writer would put first: the mark's bytes reversed.
+  std::string big = good;
+  std::swap(big[OPSCHED_OFF_BOM], big[OPSCHED_OFF_BOM + 3]);
+  std::swap(big[OPSCHED_OFF_BOM + 1], big[OPSCHED_OFF_BOM + 2]);
+  EXPECT_EQ(open_status(big), OPTPIPE_RT_E_WRONG_ENDIAN);
+  EXPECT_NE(std::string(optpipe_rt_last_error()).find("little-endian"), std::string::npos);
+
+  EXPECT_EQ(open_status(std::string(300, 'x')), OPTPIPE_RT_E_BAD_MAGIC);
+  EXPECT_EQ(open_status("{\"format\": \"optpipe.schedule/v1\"}"), OPTPIPE_RT_E_BAD_MAGIC);
+}
+
+// A consistent CRC over inconsistent content (a faulty writer) is refused as corrupt.
+TEST(OpschedReader, RefusesInconsistentContentWithValidChecksums) {
+  const std::string good = small_file();
+  auto resealed = [](std::string bytes) {
+    store_u32(bytes, OPSCHED_OFF_HEADER_CRC, 0);
+    store_u32(bytes, OPSCHED_OFF_HEADER_CRC, opsched_crc32(0, bytes.data(), OPSCHED_HEADER_SIZE));
+    const size_t body = bytes.size() - OPSCHED_TRAILER_SIZE;
+    store_u32(bytes, body, opsched_crc32(0, bytes.data(), body));
+    return bytes;
+  };
+  ASSERT_EQ(open_status(resealed(good)), OPTPIPE_RT_OK);
+  const size_t rank_table = OPSCHED_HEADER_SIZE + 2 * OPSCHED_STAGE_RECORD_SIZE;
+  const size_t first_action = rank_table + 2 * OPSCHED_RANK_RECORD_SIZE;
+  struct Damage {
+    size_t at;
+    uint32_t value;
+  };
+  for (const Damage d : {Damage{OPSCHED_OFF_STAGES, 3}, Damage{OPSCHED_OFF_RANKS, 0},
+                         Damage{OPSCHED_OFF_MICROBATCHES, 0},
+                         Damage{OPSCHED_HEADER_SIZE + OPSCHED_STAGE_OFF_RANK, 1},
+                         Damage{rank_table + OPSCHED_RANK_OFF_COUNT, 1000},
+                         Damage{first_action + OPSCHED_ACTION_OFF_OP, 9},
+                         Damage{first_action + OPSCHED_ACTION_OFF_STAGE, 1},
+                         Damage{first_action + OPSCHED_ACTION_OFF_MICROBATCH, 2}}) {
+    std::string bad = good;
+    store_u32(bad, d.at, d.value);
+    EXPECT_EQ(open_status(resealed(bad)), OPTPIPE_RT_E_CORRUPT) << "offset " << d.at;
+  }
+}
+
+TEST(OpschedReader, StatusCodesHaveMessages) {
+  for (int s = OPTPIPE_RT_OK; s <= OPTPIPE_RT_E_INTERNAL; ++s) {
+    EXPECT_STRNE(optpipe_rt_strerror(static_cast<optpipe_rt_status>(s)), "unknown status");
+  }
+  EXPECT_EQ(optpipe_rt_abi_version(), OPTPIPE_RT_ABI_VERSION);
+}
+
+}  // namespace

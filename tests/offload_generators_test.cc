@@ -1,0 +1,255 @@
+// The offload generators (pipeoffload, adaoffload): every schedule validates, fits the budget
+// when the generator says so, AdaOffload offloads nothing with ample memory and is never slower
+// than PipeOffload at the same budget.
+#include "heuristics/offload_generators.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdio>
+
+#include "compiler/metrics.h"
+#include "compiler/simulator.h"
+#include "compiler/validator.h"
+#include "heuristics/classic.h"
+#include "heuristics/offload_orders.h"
+#include "heuristics/registry.h"
+#include "tests/test_problems.h"
+
+#ifndef OFFLOAD_TRIALS
+#define OFFLOAD_TRIALS 60  // more for a study of the ratio: -DOFFLOAD_TRIALS=1000
+#endif
+
+namespace optpipe {
+namespace {
+
+int count_offloads(const Order& order) {
+  int n = 0;
+  for (const auto& refs : order.ranks) {
+    n += static_cast<int>(std::count_if(refs.begin(), refs.end(),
+                                        [](const OpRef& r) { return r.op == Op::kOffload; }));
+  }
+  return n;
+}
+
+int64_t peak_activation_bytes(const Problem& problem, const Order& order, int rank) {
+  const Metrics metrics = compute_metrics(problem, simulate(problem, order, "reference"));
+  return metrics.ranks[rank].peak_bytes - problem.static_bytes[rank];
+}
+
+// The 1F1B-like reference order whose peak the tight budgets are a fraction of.
+Order reference_order(const Problem& problem) {
+  if (problem.chunks_per_rank == 1) return one_f_one_b_order(problem);
+  return gpipe_order(problem);
+}
+
+// A random problem with an offload link most of the time and a budget of `fraction` of the
+// reference order's peak activation bytes (never below the leanest order's peak, so that some
+// schedule fits).
+Problem tight_problem(std::mt19937& rng, double fraction) {
+  Problem problem = testing::random_problem(rng);
+  if (!problem.offload && std::uniform_int_distribution<int>(0, 3)(rng) > 0) {
+    OffloadLink link;
+    link.d2h_bytes_per_time = std::uniform_real_distribution<double>(500, 50000)(rng);
+    link.h2d_bytes_per_time = std::uniform_real_distribution<double>(500, 50000)(rng);
+    link.channels =
+        std::uniform_int_distribution<int>(0, 1)(rng) ? ChannelMode::kDuplex : ChannelMode::kShared;
+    const int group_size = std::uniform_int_distribution<int>(1, 3)(rng);
+    for (int r = 0; r < problem.ranks; ++r) link.link_group_of_rank.push_back(r / group_size);
+    problem.offload = link;
+  }
+  const Order reference = reference_order(problem);
+  const Order leanest = microbatch_serial_order(problem, true);
+  for (int r = 0; r < problem.ranks; ++r) {
+    const auto peak = static_cast<int64_t>(fraction * peak_activation_bytes(problem, reference, r));
+    problem.budget_bytes[r] =
+        problem.static_bytes[r] + std::max(peak, peak_activation_bytes(problem, leanest, r));
+  }
+  return problem;
+}
+
+// The generator's claim (fits or not) matches the validator, and the schedule is valid apart from
+// memory when it does not fit.
+void expect_valid(const Problem& problem, const OffloadedSchedule& result, const char* name) {
+  const Schedule schedule = simulate(problem, result.order, name);
+  EXPECT_NEAR(makespan_of(schedule), result.makespan, 1e-9);
+  const auto violation = validate(problem, schedule);
+  if (result.fits()) {
+    EXPECT_FALSE(violation) << name << ": " << violation->message;
+    EXPECT_TRUE(compute_metrics(problem, schedule).within_budget) << name;
+  } else {
+    Problem roomy = problem;
+    for (auto& b : roomy.budget_bytes) b = int64_t{1} << 60;
+    const auto other = validate(roomy, schedule);
+    EXPECT_FALSE(other) << name << ": " << other->message;
+    EXPECT_TRUE(violation) << name << " says it does not fit but validates";
+  }
+}
+
+std::string describe_problem(const Problem& p, int trial) {
+  return ::testing::PrintToString(trial) + " R=" + std::to_string(p.ranks) +
+         " v=" + std::to_string(p.chunks_per_rank) + " m=" + std::to_string(p.microbatches) +
+         " placement=" + to_string(p.placement) +
+         (p.offload ? std::string(" offload ") + to_string(p.offload->channels) : " no-offload");
+}
+
+TEST(OffloadGenerators, ValidateAndRespectTheBudgetOnRandomTightProblems) {
+  std::mt19937 rng(20261122);
+  std::vector<double> ratios;
+  int ada_fits = 0, pipe_fits = 0, pipe_runs = 0;
+  for (int trial = 0; trial < OFFLOAD_TRIALS; ++trial) {
+    const double fraction = std::uniform_real_distribution<double>(0.4, 1.0)(rng);
+    const Problem problem = tight_problem(rng, fraction);
+    SCOPED_TRACE(describe_problem(problem, trial));
+    const OffloadedSchedule ada = adaoffload_schedule(problem);
+    expect_valid(problem, ada, "adaoffload");
+    EXPECT_TRUE(ada.fits()) << "the microbatch-serial order fits";
+    ada_fits += ada.fits();
+    if (!pipeoffload_unsupported(problem).empty()) continue;
+    ++pipe_runs;
+    const OffloadedSchedule pipe = pipeoffload_schedule(problem);
+    expect_valid(problem, pipe, "pipeoffload");
+    pipe_fits += pipe.fits();
+    if (pipe.fits()) {
+      EXPECT_TRUE(ada.fits()) << "pipeoffload fits, adaoffload does not";
+      EXPECT_LE(ada.makespan, pipe.makespan * (1 + 1e-9));
+      ratios.push_back(ada.makespan / pipe.makespan);
+    }
+  }
+  std::sort(ratios.begin(), ratios.end());
+  ASSERT_FALSE(ratios.empty());
+  auto at = [&](double q) { return ratios[static_cast<size_t>(q * (ratios.size() - 1))]; };
+  std::printf(
+      "adaoffload/pipeoffload makespan over %zu problems both fit: min %.3f p25 %.3f "
+      "median %.3f p75 %.3f max %.3f; fits: ada %d/%d, pipe %d/%d\n",
+      ratios.size(), ratios.front(), at(0.25), at(0.5), at(0.75), ratios.back(), ada_fits,
+      OFFLOAD_TRIALS, pipe_fits, pipe_runs);
+}
+
+TEST(OffloadGenerators, AdaOffloadOffloadsNothingWithAmpleMemory) {
+  std::mt19937 rng(99);
+  for (int trial = 0; trial < 30; ++trial) {
+    const Problem problem = testing::random_problem(rng);  // budget holds every activation
+    SCOPED_TRACE(describe_problem(problem, trial));
+    const OffloadedSchedule ada = adaoffload_schedule(problem);
+    EXPECT_TRUE(ada.fits());
+    EXPECT_EQ(count_offloads(ada.order), 0);
+  }
+}
+
+TEST(OffloadGenerators, AdaOffloadFitsOneActivationPerChunkWithAFastLink) {
+  std::mt19937 rng(5);
+  for (int trial = 0; trial < 30; ++trial) {
+    Problem problem = testing::random_problem(rng);
+    OffloadLink link;
+    link.d2h_bytes_per_time = 1e12;
+    link.h2d_bytes_per_time = 1e12;
+    link.channels = trial % 2 ? ChannelMode::kDuplex : ChannelMode::kShared;
+    for (int r = 0; r < problem.ranks; ++r) link.link_group_of_rank.push_back(r);
+    problem.offload = link;
+    for (StageCosts& c : problem.stages) c.offloadable_bytes = c.activation_bytes;
+    for (int r = 0; r < problem.ranks; ++r) {
+      int64_t one_per_chunk = 0;
+      for (int s : problem.stages_of_rank(r)) one_per_chunk += problem.stages[s].activation_bytes;
+      problem.budget_bytes[r] = problem.static_bytes[r] + one_per_chunk;
+    }
+    SCOPED_TRACE(describe_problem(problem, trial));
+    const OffloadedSchedule ada = adaoffload_schedule(problem);
+    expect_valid(problem, ada, "adaoffload");
+    EXPECT_TRUE(ada.fits());
+  }
+}
+
+// One rank, three microbatches run GPipe-style with split backward: F0 F1 F2 B2 W2 B1 W1 B0 W0,
+// unit times. Offloading F0's activation (1 unit each way): D2H right after F0 ends, H2D in the
+// latest slot that ends when B0 starts, listed after B1 (the last op that ends by 6).
+TEST(OffloadPlacement, OffloadRightAfterItsForwardReloadInTheLatestSlotBeforeItsBackward) {
+  Problem problem = testing::uniform_problem(1, 1, 3);
+  OffloadLink link;
+  link.d2h_bytes_per_time = 1000;
+  link.h2d_bytes_per_time = 1000;
+  link.link_group_of_rank = {0};
+  problem.offload = link;
+  Order compute{{{}}};
+  for (int j = 0; j < 3; ++j) compute.ranks[0].push_back({Op::kForward, 0, j});
+  for (int j = 2; j >= 0; --j) {
+    compute.ranks[0].push_back({Op::kBackwardInput, 0, j});
+    compute.ranks[0].push_back({Op::kBackwardWeight, 0, j});
+  }
+  OffloadSet chosen(problem);
+  chosen.add(0, 0);
+  const Order order =
+      insert_transfers(problem, compute, simulate(problem, compute, "compute"), chosen);
+  const std::vector<OpRef> expected = {
+      {Op::kForward, 0, 0},       {Op::kOffload, 0, 0},       {Op::kForward, 0, 1},
+      {Op::kForward, 0, 2},       {Op::kBackwardInput, 0, 2}, {Op::kBackwardWeight, 0, 2},
+      {Op::kBackwardInput, 0, 1}, {Op::kReload, 0, 0},        {Op::kBackwardWeight, 0, 1},
+      {Op::kBackwardInput, 0, 0}, {Op::kBackwardWeight, 0, 0}};
+  ASSERT_EQ(order.ranks[0].size(), expected.size());
+  for (size_t i = 0; i < expected.size(); ++i) {
+    EXPECT_EQ(order.ranks[0][i], expected[i]) << i << ": " << describe(order.ranks[0][i]);
+  }
+  const Schedule timed = simulate(problem, order, "placed");
+  EXPECT_FALSE(validate(problem, timed));
+  EXPECT_DOUBLE_EQ(makespan_of(timed), 9.0);  // the reload [6, 7] does not delay B0 at 7
+  // F0's activation is on host while F2 runs: two activations live instead of three.
+  EXPECT_EQ(compute_metrics(problem, timed).ranks[0].peak_bytes - problem.static_bytes[0], 2000);
+}
+
+TEST(OffloadPlacement, KeepsAnActivationWhoseRoundTripDoesNotFit) {
+  Problem problem = testing::uniform_problem(1, 1, 1);
+  OffloadLink link;
+  link.d2h_bytes_per_time = 100;  // 10 units each way, F to B is 0
+  link.h2d_bytes_per_time = 100;
+  link.link_group_of_rank = {0};
+  problem.offload = link;
+  const Order compute{{{{Op::kForward, 0, 0}, {Op::kBackward, 0, 0}}}};
+  OffloadSet chosen(problem);
+  chosen.add(0, 0);
+  const Order order =
+      insert_transfers(problem, compute, simulate(problem, compute, "compute"), chosen);
+  EXPECT_FALSE(chosen.contains(0, 0));
+  EXPECT_EQ(order.ranks[0].size(), 2u);
+}
+
+TEST(OffloadGenerators, ReturnTheirLeanestScheduleWhenNothingFits) {
+  std::mt19937 rng(17);
+  for (int trial = 0; trial < 15; ++trial) {
+    Problem problem = testing::random_problem(rng);
+    problem.budget_bytes = problem.static_bytes;  // no room for a single activation
+    SCOPED_TRACE(describe_problem(problem, trial));
+    const OffloadedSchedule ada = adaoffload_schedule(problem);
+    EXPECT_FALSE(ada.fits());
+    expect_valid(problem, ada, "adaoffload");
+    if (pipeoffload_unsupported(problem).empty()) {
+      const OffloadedSchedule pipe = pipeoffload_schedule(problem);
+      EXPECT_FALSE(pipe.fits());
+      expect_valid(problem, pipe, "pipeoffload");
+    }
+  }
+}
+
+TEST(OffloadGenerators, PipeOffloadWithOneChunkAndAmpleMemoryIs1F1B) {
+  const Problem problem = testing::uniform_problem(4, 1, 12);
+  const OffloadedSchedule pipe = pipeoffload_schedule(problem);
+  const Schedule one_f_one_b = simulate(problem, one_f_one_b_order(problem), "1f1b");
+  EXPECT_TRUE(pipe.fits());
+  EXPECT_DOUBLE_EQ(pipe.makespan, makespan_of(one_f_one_b));
+  EXPECT_EQ(count_offloads(pipe.order), 0);
+}
+
+TEST(OffloadGenerators, RegistryBuildsBothOnEveryRandomProblem) {
+  std::mt19937 rng(11);
+  for (int trial = 0; trial < 20; ++trial) {
+    const Problem problem = tight_problem(rng, 0.6);
+    for (const char* name : {"pipeoffload", "adaoffload"}) {
+      const Generator* g = find_generator(name);
+      ASSERT_NE(g, nullptr) << name;
+      if (!g->unsupported_reason(problem).empty()) continue;
+      EXPECT_NO_THROW(simulate(problem, g->build(problem), name)) << name;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace optpipe
