@@ -134,8 +134,39 @@ TEST_F(CliTest, BudgetBelowStaticExitsTwoAndTooSmallBudgetExitsThree) {
           example("gpt-4rank.json") + " --memory-budget 32.5GiB -o " + path("s.json"));
   EXPECT_EQ(r.exit_code, 3) << r.err;
   EXPECT_EQ(lines(r.err), 1) << r.err;
-  EXPECT_NE(r.err.find("--memory-budget"), std::string::npos) << r.err;
   EXPECT_FALSE(fs::exists(path("s.json")));
+  // The message names the smallest budget that fits; compiling with it succeeds.
+  const std::string marker = "fits from --memory-budget ";
+  const auto at = r.err.find(marker);
+  ASSERT_NE(at, std::string::npos) << r.err;
+  const std::string smallest =
+      r.err.substr(at + marker.size(), r.err.find(' ', at + marker.size()) - at - marker.size());
+  r = run("optpipe-compile", example("gpt-4rank.json") + " --time-limit 0 --memory-budget " +
+                                 smallest + " -o " + path("s.json"));
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+}
+
+TEST_F(CliTest, FrontierListsFeasibleBudgetsFromTheSmallest) {
+  const CommandResult r =
+      run("optpipe", "frontier " + example("gpt-4rank.json") + " --points 4 --csv");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::istringstream lines_in(r.out);
+  std::string line;
+  std::getline(lines_in, line);
+  EXPECT_EQ(line, "budget_bytes,method,makespan_ms");
+  std::vector<long long> budgets;
+  while (std::getline(lines_in, line))
+    budgets.push_back(std::stoll(line.substr(0, line.find(','))));
+  ASSERT_EQ(budgets.size(), 4u);
+  EXPECT_TRUE(std::is_sorted(budgets.begin(), budgets.end()));
+  const CommandResult at_smallest =
+      run("optpipe-compile", example("gpt-4rank.json") + " --time-limit 0 --memory-budget " +
+                                 std::to_string(budgets.front()) + " -o " + path("s.json"));
+  EXPECT_EQ(at_smallest.exit_code, 0) << at_smallest.err;
+  const CommandResult below = run(
+      "optpipe-compile", example("gpt-4rank.json") + " --time-limit 0 --memory-budget " +
+                             std::to_string(budgets.front() * 99 / 100) + " -o " + path("t.json"));
+  EXPECT_EQ(below.exit_code, 3) << below.err;
 }
 
 TEST_F(CliTest, ValidateRejectsATamperedScheduleAndAnotherProfile) {

@@ -19,6 +19,7 @@
 #include "compiler/render_svg.h"
 #include "compiler/report.h"
 #include "compiler/schedule_json.h"
+#include "compiler/units.h"
 #include "compiler/validator.h"
 #include "heuristics/registry.h"
 
@@ -268,6 +269,38 @@ CommandRunner add_convert_command(CLI::App& app) {
     const ScheduleFile file = load_valid_schedule(problem, args->profile, args->schedule);
     write_opsched(args->output, problem, file.schedule);
     std::cout << args->output << " written\n";
+    return kExitOk;
+  };
+}
+
+struct FrontierArgs {
+  std::string profile;
+  int points = 8;
+  bool csv = false;
+};
+
+CommandRunner add_frontier_command(CLI::App& app) {
+  auto args = std::make_shared<FrontierArgs>();
+  app.add_option("profile", args->profile, "Profile (optpipe.profile/v1 JSON)")->required();
+  app.add_option("--points", args->points, "Budgets to try (default 8)")
+      ->check(CLI::Range(1, 1000));
+  app.add_flag("--csv", args->csv, "Print CSV instead of a table");
+  return [args] {
+    const Problem problem = load_profile(args->profile);
+    const std::vector<FrontierPoint> frontier = memory_frontier(problem, args->points);
+    if (frontier.empty()) {
+      throw Error(kExitOverBudget, fmt::format("{}: no budget fits any method", args->profile));
+    }
+    const char* unit = to_string(problem.time_unit);
+    std::cout << (args->csv ? fmt::format("budget_bytes,method,makespan_{}\n", unit)
+                            : fmt::format("{:>14} {:>12}  {:<18} {:>14}\n", "budget", "bytes",
+                                          "method", fmt::format("makespan {}", unit)));
+    for (const FrontierPoint& p : frontier) {
+      std::cout << (args->csv ? fmt::format("{},{},{}\n", p.budget_bytes, p.method, p.makespan)
+                              : fmt::format("{:>14} {:>12}  {:<18} {:>14.3f}\n",
+                                            format_bytes_short(p.budget_bytes), p.budget_bytes,
+                                            p.method, p.makespan));
+    }
     return kExitOk;
   };
 }

@@ -14,6 +14,7 @@ CommandRunner add_validate_command(CLI::App& app);
 CommandRunner add_methods_command(CLI::App& app);
 CommandRunner add_render_command(CLI::App& app);
 CommandRunner add_convert_command(CLI::App& app);
+CommandRunner add_frontier_command(CLI::App& app);
 
 // Parses argv and runs the chosen command; prints errors on one line and maps them to the exit
 // codes of DESIGN.md §8.

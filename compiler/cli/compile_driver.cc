@@ -71,17 +71,36 @@ bool better(const Candidate& a, const Candidate& b) {
   return peak(a) < peak(b);
 }
 
-// The candidate that comes closest to the budget and what each short rank would need.
-std::string over_budget_message(const Problem& problem, const std::vector<Candidate>& tried) {
-  const Candidate* closest = nullptr;
-  int64_t closest_need = 0;
+int64_t highest_peak(const Candidate& c) {
+  int64_t peak = 0;
+  for (const RankMetrics& rm : c.metrics.ranks) peak = std::max(peak, rm.peak_bytes);
+  return peak;
+}
+
+// Every chosen generator's schedule: usable ones by makespan (ties: lower peak), then the rest.
+std::vector<Candidate> rank_generators(const Problem& problem, const std::string& method) {
+  std::vector<Candidate> ranking;
+  for (const Generator* generator : chosen_generators(problem, method)) {
+    ranking.push_back(run_generator(problem, *generator));
+  }
+  if (ranking.empty()) throw InputError("no method supports this profile; see `optpipe methods`");
+  std::stable_sort(ranking.begin(), ranking.end(), better);
+  return ranking;
+}
+
+Problem with_uniform_budget(const Problem& problem, int64_t budget) {
+  Problem copy = problem;
+  copy.budget_bytes.assign(problem.ranks, budget);
+  return copy;
+}
+
+// The candidate that comes closest to the budget, the ranks it leaves short, and the smallest
+// budget at which some method of `method` would fit.
+std::string over_budget_message(const Problem& problem, const std::string& method,
+                                const std::vector<Candidate>& tried) {
+  const Candidate* closest = &tried.front();
   for (const Candidate& c : tried) {
-    int64_t need = 0;
-    for (const RankMetrics& rm : c.metrics.ranks) need = std::max(need, rm.peak_bytes);
-    if (!closest || need < closest_need) {
-      closest = &c;
-      closest_need = need;
-    }
+    if (highest_peak(c) < highest_peak(*closest)) closest = &c;
   }
   std::vector<std::string> short_ranks;
   for (const RankMetrics& rm : closest->metrics.ranks) {
@@ -91,10 +110,12 @@ std::string over_budget_message(const Problem& problem, const std::vector<Candid
                                         format_bytes_short(rm.budget_bytes)));
     }
   }
-  return fmt::format(
-      "no schedule fits the memory budget of {}: the closest, {}, needs {} bytes per rank ({}); "
-      "raise it with --memory-budget {} or lower static_bytes",
-      problem.name, closest->method, closest_need, fmt::join(short_ranks, ", "), closest_need);
+  const std::optional<int64_t> smallest = smallest_feasible_budget(problem, method);
+  return fmt::format("no schedule fits the memory budget of {}: the closest, {}, leaves {}; {}",
+                     problem.name, closest->method, fmt::join(short_ranks, ", "),
+                     smallest ? fmt::format("{} fits from --memory-budget {} ({})", method,
+                                            *smallest, format_bytes_short(*smallest))
+                              : "no budget makes it fit (an activation larger than the device?)");
 }
 
 }  // namespace
@@ -109,15 +130,9 @@ CompileResult compile(const Problem& problem, const std::string& method) {
 CompileResult compile(const Problem& problem, const CompileOptions& options) {
   const std::string& method = options.method;
   CompileResult result;
-  for (const Generator* generator : chosen_generators(problem, method)) {
-    result.ranking.push_back(run_generator(problem, *generator));
-  }
-  if (result.ranking.empty()) {
-    throw InputError("no method supports this profile; see `optpipe methods`");
-  }
-  std::stable_sort(result.ranking.begin(), result.ranking.end(), better);
+  result.ranking = rank_generators(problem, method);
   if (!result.ranking.front().rejection.empty()) {
-    throw Error(kExitOverBudget, over_budget_message(problem, result.ranking));
+    throw Error(kExitOverBudget, over_budget_message(problem, method, result.ranking));
   }
   result.best = result.ranking.front();
   if (options.on_improvement) {
@@ -138,6 +153,51 @@ CompileResult compile(const Problem& problem, const CompileOptions& options) {
     result.solver = optimized.stats;
   }
   return result;
+}
+
+std::optional<int64_t> smallest_feasible_budget(const Problem& problem, const std::string& method) {
+  auto fits = [&](int64_t budget) {
+    return rank_generators(with_uniform_budget(problem, budget), method).front().rejection.empty();
+  };
+  int64_t lo = *std::max_element(problem.static_bytes.begin(), problem.static_bytes.end());
+  // Every activation of a rank live at once: GPipe's peak, enough for any order.
+  int64_t hi = lo;
+  for (int r = 0; r < problem.ranks; ++r) {
+    int64_t all = problem.static_bytes[r];
+    for (int s : problem.stages_of_rank(r)) all += problem.stages[s].activation_bytes;
+    hi = std::max(hi, all * std::max(1, problem.microbatches));
+  }
+  if (!fits(hi)) return std::nullopt;
+  // To 0.1% (at least 1 MiB): about a dozen probes.
+  const int64_t tolerance = std::max<int64_t>(int64_t{1} << 20, hi / 1000);
+  while (hi - lo > tolerance) {
+    const int64_t mid = lo + (hi - lo) / 2;
+    (fits(mid) ? hi : lo) = mid;
+  }
+  return hi;
+}
+
+std::vector<FrontierPoint> memory_frontier(const Problem& problem, int points) {
+  std::vector<FrontierPoint> frontier;
+  const std::optional<int64_t> smallest = smallest_feasible_budget(problem, "auto");
+  if (!smallest) return frontier;
+  // 1F1B's peak, or that of its counterpart with several chunks (ZB-V has 1F1B's peak).
+  const char* reference = problem.chunks_per_rank == 1                  ? "1f1b"
+                          : problem.placement == PlacementKind::kVShape ? "zb-v"
+                                                                        : "interleaved-1f1b";
+  int64_t largest = *smallest;
+  const Generator* generator = find_generator(reference);
+  if (generator && generator->unsupported_reason(problem).empty()) {
+    largest = std::max(largest, highest_peak(run_generator(problem, *generator)));
+  }
+  points = std::max(points, 1);
+  for (int i = 0; i < points; ++i) {
+    const int64_t budget =
+        points == 1 ? largest : *smallest + (largest - *smallest) * i / (points - 1);
+    const Candidate best = rank_generators(with_uniform_budget(problem, budget), "auto").front();
+    frontier.push_back({budget, best.method, best.metrics.makespan, best.rejection.empty()});
+  }
+  return frontier;
 }
 
 void override_budget(Problem& problem, const std::string& size) {

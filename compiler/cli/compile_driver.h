@@ -43,6 +43,21 @@ CompileResult compile(const Problem& problem, const CompileOptions& options);
 // A generator alone (or "auto" without the optimiser).
 CompileResult compile(const Problem& problem, const std::string& method);
 
+// The smallest budget, the same on every rank, at which some generator of `method` ("auto": any)
+// fits, to within 0.1%; nullopt when none fits even with every activation live at once.
+std::optional<int64_t> smallest_feasible_budget(const Problem& problem, const std::string& method);
+
+struct FrontierPoint {
+  int64_t budget_bytes;
+  std::string method;  // the fastest generator that fits at this budget
+  double makespan;
+  bool feasible;
+};
+
+// The memory/makespan trade-off: `points` budgets from the smallest feasible one to the peak of
+// 1F1B (interleaved 1F1B or ZB-V with several chunks), each with the fastest generator that fits.
+std::vector<FrontierPoint> memory_frontier(const Problem& problem, int points);
+
 // Sets every rank's budget to `size` (e.g. "60GiB"); InputError when it is below a rank's static
 // bytes.
 void override_budget(Problem& problem, const std::string& size);
