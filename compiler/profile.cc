@@ -1,7 +1,6 @@
 #include "compiler/profile.h"
 
 #include <fmt/format.h>
-#include <openssl/evp.h>
 
 #include <algorithm>
 #include <array>
@@ -13,6 +12,7 @@
 #include "compiler/errors.h"
 #include "compiler/file_io.h"
 #include "compiler/json_fields.h"
+#include "compiler/sha256.h"
 
 namespace optpipe {
 
@@ -107,16 +107,6 @@ std::string format_bytes(int64_t bytes) {
   return fmt::format("{}B", bytes);
 }
 
-std::string sha256_hex(std::string_view text) {
-  unsigned char digest[EVP_MAX_MD_SIZE];
-  unsigned int length = 0;
-  if (EVP_Digest(text.data(), text.size(), digest, &length, EVP_sha256(), nullptr) != 1) {
-    throw Error(kExitInternal, "SHA-256 of the profile failed (OpenSSL EVP_Digest)");
-  }
-  std::string hex;
-  for (unsigned int i = 0; i < length; ++i) hex += fmt::format("{:02x}", digest[i]);
-  return hex;
-}
 
 int64_t read_size(const JsonField& field) {
   if (field.value().is_string()) return parse_size(field.value().get<std::string>(), field.where());

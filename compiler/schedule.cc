@@ -33,4 +33,13 @@ std::string describe(const OpRef& ref) {
   return fmt::format("{}(s{}, mb{})", to_string(ref.op), ref.stage, ref.microbatch);
 }
 
+Order order_of(const Schedule& schedule) {
+  Order order;
+  for (const auto& actions : schedule.ranks) {
+    auto& refs = order.ranks.emplace_back();
+    for (const Action& a : actions) refs.push_back(a.ref);
+  }
+  return order;
+}
+
 }  // namespace optpipe

@@ -54,4 +54,7 @@ struct Schedule {
   std::vector<std::vector<Action>> ranks;
 };
 
+// The order a timed schedule follows: each rank's actions as listed (by start).
+Order order_of(const Schedule& schedule);
+
 }  // namespace optpipe

@@ -15,15 +15,6 @@ namespace {
 
 constexpr double kImprovement = 1e-9;
 
-Order compute_order(const Schedule& schedule) {
-  Order order;
-  for (const auto& actions : schedule.ranks) {
-    auto& refs = order.ranks.emplace_back();
-    for (const Action& a : actions) refs.push_back(a.ref);
-  }
-  return order;
-}
-
 bool has_transfers(const Schedule& schedule) {
   for (const auto& actions : schedule.ranks) {
     for (const Action& a : actions) {
@@ -51,7 +42,7 @@ class Search {
       stats_.note = "seeds with offload are kept as they are; the MILP does not move transfers yet";
       return finish();
     }
-    order_ = split_backward(compute_order(seed));
+    order_ = split_backward(order_of(seed));
     current_ = simulate(problem_, order_, seed.method);
     size_t ops = 0;
     for (const auto& refs : order_.ranks) ops += refs.size();

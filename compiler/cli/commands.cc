@@ -11,6 +11,7 @@
 #include "compiler/chrome_trace.h"
 #include "compiler/cli/compile_driver.h"
 #include "compiler/errors.h"
+#include "compiler/estimate.h"
 #include "compiler/export_torch_csv.h"
 #include "compiler/file_io.h"
 #include "compiler/metrics.h"
@@ -81,6 +82,7 @@ struct CompileArgs {
   std::string torch_dialect = "2.6";
   std::string trace;  // --trace
   std::string format = "json";
+  std::string cache_dir;
 };
 
 // The schedule in the chosen --format: optpipe.schedule/v1 JSON or the binary .opsched.
@@ -116,6 +118,7 @@ CompileOptions compile_options(const CompileArgs& args, const Problem& problem,
   options.optimizer.time_limit_seconds = args.time_limit_seconds;
   options.optimizer.threads = args.threads;
   options.optimizer.verbose = args.verbose;
+  options.cache_dir = args.cache_dir;
   const auto started = std::chrono::steady_clock::now();
   options.on_improvement = [&args, &problem, output, started](
                                const Schedule& schedule, const Metrics& metrics, double bound) {
@@ -220,6 +223,9 @@ CommandRunner add_compile_command(CLI::App& app) {
   app.add_option("--threads", args->threads, "CBC threads (default 0: serial)")
       ->check(CLI::Range(0, 256));
   app.add_flag("--verbose", args->verbose, "Show CBC's log");
+  app.add_option("--cache", args->cache_dir,
+                 "Directory of compiled schedules: reuse the one stored for this problem and "
+                 "budget, store the result");
   app.add_option("--format", args->format,
                  "Schedule file format: json (optpipe.schedule/v1, default) or bin (.opsched, "
                  "for the runtime shim)")
@@ -301,6 +307,33 @@ CommandRunner add_frontier_command(CLI::App& app) {
                                             format_bytes_short(p.budget_bytes), p.budget_bytes,
                                             p.method, p.makespan));
     }
+    return kExitOk;
+  };
+}
+
+struct EstimateArgs {
+  std::string model;
+  std::string output;
+};
+
+CommandRunner add_estimate_command(CLI::App& app) {
+  auto args = std::make_shared<EstimateArgs>();
+  app.add_option("model", args->model, "Model description (optpipe.model/v1, docs/estimate.md)")
+      ->required();
+  app.add_option("-o,--output", args->output,
+                 "Profile to write (default: <model file name>.profile.json; '-': stdout)");
+  return [args] {
+    const ModelDescription model = load_model_description(args->model);
+    const nlohmann::ordered_json profile = estimate_profile(model);
+    if (args->output == "-") {
+      std::cout << profile.dump(2) << "\n";
+      return kExitOk;
+    }
+    const std::string output =
+        args->output.empty() ? std::filesystem::path(args->model).stem().string() + ".profile.json"
+                             : args->output;
+    write_file_atomically(output, profile.dump(2) + "\n");
+    std::cout << estimate_summary(model, profile) << "profile written to " << output << "\n";
     return kExitOk;
   };
 }

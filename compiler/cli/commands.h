@@ -15,6 +15,7 @@ CommandRunner add_methods_command(CLI::App& app);
 CommandRunner add_render_command(CLI::App& app);
 CommandRunner add_convert_command(CLI::App& app);
 CommandRunner add_frontier_command(CLI::App& app);
+CommandRunner add_estimate_command(CLI::App& app);
 
 // Parses argv and runs the chosen command; prints errors on one line and maps them to the exit
 // codes of DESIGN.md §8.

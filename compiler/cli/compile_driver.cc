@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "compiler/cli/schedule_cache.h"
 #include "compiler/errors.h"
 #include "compiler/profile.h"
 #include "compiler/simulator.h"
@@ -131,6 +132,17 @@ CompileResult compile(const Problem& problem, const CompileOptions& options) {
   const std::string& method = options.method;
   CompileResult result;
   result.ranking = rank_generators(problem, method);
+  std::optional<ScheduleCache> cache;
+  std::optional<CachedSchedule> cached;
+  if (!options.cache_dir.empty()) {
+    cache.emplace(options.cache_dir);
+    cached = cache->find(problem, method);
+  }
+  if (cached) {
+    Candidate hit{"cache", cached->schedule, compute_metrics(problem, cached->schedule), {}};
+    result.ranking.insert(result.ranking.begin(), std::move(hit));
+    std::stable_sort(result.ranking.begin(), result.ranking.end(), better);
+  }
   if (!result.ranking.front().rejection.empty()) {
     throw Error(kExitOverBudget, over_budget_message(problem, method, result.ranking));
   }
@@ -139,7 +151,8 @@ CompileResult compile(const Problem& problem, const CompileOptions& options) {
     options.on_improvement(result.best.schedule, result.best.metrics,
                            result.best.metrics.lower_bound);
   }
-  if (uses_optimizer(method) && options.optimizer.time_limit_seconds > 0) {
+  const bool settled = cached && cached->final && result.best.method == "cache";
+  if (uses_optimizer(method) && options.optimizer.time_limit_seconds > 0 && !settled) {
     OptimizeResult optimized =
         optimize(problem, result.best.schedule, options.optimizer, options.on_improvement);
     Candidate milp{"milp", std::move(optimized.schedule), {}, {}};
@@ -151,6 +164,10 @@ CompileResult compile(const Problem& problem, const CompileOptions& options) {
       result.ranking.insert(result.ranking.begin(), milp);
     }
     result.solver = optimized.stats;
+  }
+  if (cache) {
+    cache->store(problem, method, result.best.schedule, result.best.metrics,
+                 result.solver ? &*result.solver : nullptr);
   }
   return result;
 }

@@ -35,6 +35,9 @@ struct CompileOptions {
   // Each schedule better than the last, as soon as it is known: the best generator's first, then
   // the optimiser's improvements (docs/cli.md: online incumbents).
   ImprovementCallback on_improvement;
+  // `--cache DIR`: start from the schedule stored for this problem (returned as it is when it was
+  // proven optimal for this very profile) and store the result. Empty: no cache.
+  std::string cache_dir;
 };
 
 // Throws InputError for an unknown or unsupported method and Error(kExitOverBudget) when nothing

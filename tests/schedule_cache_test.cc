@@ -1,0 +1,86 @@
+// --cache: keys by the problem at the stated precision; a hit seeds or settles the compile.
+#include "compiler/cli/schedule_cache.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "compiler/cli/compile_driver.h"
+#include "compiler/validator.h"
+#include "tests/test_problems.h"
+
+namespace optpipe {
+namespace {
+
+namespace fs = std::filesystem;
+
+TEST(CacheKey, IgnoresDifferencesBelowThePrecisionOnly) {
+  const Problem p = testing::uniform_problem(4, 1, 8, {1.0, 1.2, 0.8, 1 << 24, 1 << 22});
+  Problem near = p;
+  near.stages[2].forward = 1.0004;          // below 3 significant digits
+  near.stages[1].activation_bytes += 1000;  // below 1 MiB
+  EXPECT_EQ(cache_key(p, "auto"), cache_key(near, "auto"));
+  EXPECT_NE(cache_key(p, "auto"), cache_key(p, "milp"));
+  Problem slower = p;
+  slower.stages[2].forward = 1.01;
+  EXPECT_NE(cache_key(p, "auto"), cache_key(slower, "auto"));
+  Problem tighter = p;
+  tighter.budget_bytes[0] -= 1;
+  EXPECT_NE(cache_key(p, "auto"), cache_key(tighter, "auto"));
+}
+
+class CacheCompile : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    // One directory per test: ctest runs the tests of this file in parallel.
+    dir_ = fs::temp_directory_path() /
+           (std::string("optpipe_cache_") +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  CompileOptions options(double seconds) const {
+    CompileOptions o;
+    o.optimizer.time_limit_seconds = seconds;
+    o.cache_dir = dir_.string();
+    return o;
+  }
+  fs::path dir_;
+};
+
+TEST_F(CacheCompile, AProvenOptimumIsReturnedWithoutSolvingAgain) {
+  const Problem p = testing::uniform_problem(2, 1, 3, {1, 1.5, 0.5, 1000, 200});
+  const CompileResult first = compile(p, options(30));
+  ASSERT_TRUE(first.solver);
+  ASSERT_EQ(first.solver->status, "optimal");
+  const CompileResult second = compile(p, options(30));
+  EXPECT_FALSE(second.solver);  // settled by the cache
+  EXPECT_EQ(second.best.method, "cache");
+  EXPECT_NEAR(second.best.metrics.makespan, first.best.metrics.makespan, 1e-9);
+  EXPECT_FALSE(validate(p, second.best.schedule));
+}
+
+TEST_F(CacheCompile, AHitOnANearlyEqualProfileIsReTimedAndValidated) {
+  const Problem p = testing::uniform_problem(3, 1, 4, {1, 1.5, 0.5, 1000, 200});
+  const CompileResult first = compile(p, options(0));
+  Problem near = p;
+  near.stages[1].backward_input = 1.5004;
+  const CompileResult second = compile(near, options(0));
+  EXPECT_FALSE(validate(near, second.best.schedule));
+  EXPECT_LE(second.best.metrics.makespan, first.best.metrics.makespan + 0.01);
+}
+
+TEST_F(CacheCompile, ADamagedEntryIsAMiss) {
+  const Problem p = testing::uniform_problem(2, 1, 2);
+  compile(p, options(0));
+  for (const auto& entry : fs::directory_iterator(dir_)) {
+    std::ofstream(entry.path()) << "{ not json";
+  }
+  const CompileResult again = compile(p, options(0));
+  EXPECT_NE(again.best.method, "cache");
+  EXPECT_FALSE(validate(p, again.best.schedule));
+}
+
+}  // namespace
+}  // namespace optpipe
