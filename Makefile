@@ -5,8 +5,9 @@ JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 DEMO_PROFILE ?= examples/gpt-8rank.json
 DEMO_TIME_LIMIT ?= 10
+BENCH_BUILD_DIR ?= build-release
 
-.PHONY: all deps build test demo asan clean format
+.PHONY: all deps build test demo bench asan clean format
 
 all: build
 
@@ -24,6 +25,10 @@ test: build
 
 demo: build
 	$(BUILD_DIR)/bin/optpipe-compile $(DEMO_PROFILE) --time-limit $(DEMO_TIME_LIMIT) -o $(BUILD_DIR)/demo-schedule.json
+
+# Benchmark harness, quick suite (docs/benchmarks.md), from its own Release build; about 2 minutes.
+bench: deps
+	OPTPIPE_BENCH_BUILD_DIR=$(BENCH_BUILD_DIR) JOBS=$(JOBS) CMAKE_FLAGS="$(CMAKE_FLAGS)" bench/run --suite quick --out $(BENCH_BUILD_DIR)/bench-quick
 
 # Unit tests under AddressSanitizer and UndefinedBehaviorSanitizer.
 asan:

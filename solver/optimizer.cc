@@ -74,6 +74,7 @@ class Search {
     if (metrics.makespan >= best_makespan_ - kImprovement) return false;
     best_ = candidate;
     best_makespan_ = metrics.makespan;
+    improved_ = true;
     order_ = order;
     current_ = candidate;
     if (on_improvement_) on_improvement_(best_, metrics, stats_.bound);
@@ -101,25 +102,31 @@ class Search {
   }
 
   // Windows of `width` microbatches slide by half a window; a pass that finds nothing doubles the
-  // width, so the search ends on ever larger neighbourhoods until the time is up.
+  // width, so the search moves to larger neighbourhoods until the time is up, as long as a window
+  // stays small enough for CBC to finish its root within the limit.
   void slide_windows() {
     int width = std::max(1, options_.window_microbatches);
     while (remaining() > 0.05 && !proven_optimal()) {
       bool improved = false;
+      bool too_large = false;
       const int stride = std::max(1, width / 2);
       for (int first = 0; first < problem_.microbatches && remaining() > 0.05; first += stride) {
-        improved |= improve_window(first, width);
+        const Segment window = microbatch_band(problem_, order_, first, width);
+        if (window.size() > static_cast<size_t>(options_.max_ops_per_window)) {
+          too_large = true;
+          continue;
+        }
+        improved |= improve_window(window, width);
         if (proven_optimal()) return;
       }
       if (!improved) {
-        if (width >= problem_.microbatches) return;
+        if (too_large || width >= problem_.microbatches) return;
         width = std::min(problem_.microbatches, 2 * width);
       }
     }
   }
 
-  bool improve_window(int first, int width) {
-    const Segment window = microbatch_band(problem_, order_, first, width);
+  bool improve_window(const Segment& window, int width) {
     const OrderModel model(problem_, order_, current_, window,
                            SegmentObjective::kMakespanThenRanks);
     const double limit = std::min(remaining(), options_.window_time_limit_seconds * width /
@@ -137,9 +144,7 @@ class Search {
 
   OptimizeResult finish() {
     if (stats_.status.empty()) {
-      stats_.status = proven_optimal()              ? "optimal"
-                      : stats_.windows_improved > 0 ? "improved"
-                                                    : "seed_kept";
+      stats_.status = proven_optimal() ? "optimal" : improved_ ? "improved" : "seed_kept";
     }
     stats_.objective = best_makespan_;
     stats_.gap = stats_.bound > 0 ? best_makespan_ / stats_.bound - 1 : 0;
@@ -153,6 +158,7 @@ class Search {
   std::chrono::steady_clock::time_point started_;
   Schedule best_;
   double best_makespan_ = 0;
+  bool improved_ = false;
   Order order_;
   Schedule current_;
   SolverStats stats_;

@@ -21,6 +21,8 @@ struct OptimizerOptions {
   // Solve the whole order as one MILP when it has at most this many compute ops.
   int max_ops_for_whole_model = 160;
   int window_microbatches = 2;
+  // Windows with more ops are not tried: CBC's root (not interruptible) would overrun the limit.
+  int max_ops_per_window = 240;
   double window_time_limit_seconds = 2;
 };
 

@@ -131,6 +131,19 @@ TEST(Optimizer, WindowSearchNeverWorseThanSeedAndRespectsTheTimeLimit) {
   EXPECT_GE(result.stats.objective, result.stats.bound - 1e-9);
 }
 
+TEST(Optimizer, TimeLimitHoldsWhenWindowsGrow) {
+  // 8 ranks x 16 microbatches: growing windows would reach sizes whose CBC root overruns.
+  const Problem p = uniform_problem(8, 1, 16, {1, 1.3, 0.7, 1000, 300});
+  const Schedule seed = simulate(p, one_f_one_b_order(p), "1f1b");
+  const auto started = std::chrono::steady_clock::now();
+  const OptimizeResult result = optimize(p, seed, {.time_limit_seconds = 2}, nullptr);
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  EXPECT_LT(seconds, 3.0);
+  EXPECT_FALSE(validate(p, result.schedule));
+  EXPECT_NE(result.stats.status, "");
+}
+
 TEST(Segment, BandIsClosedUnderPredecessors) {
   const Problem p = uniform_problem(4, 1, 8);
   const Order order = split_backward(one_f_one_b_order(p));

@@ -1,0 +1,138 @@
+#include "bench/measure.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <exception>
+
+#include "compiler/metrics.h"
+#include "compiler/simulator.h"
+#include "compiler/validator.h"
+#include "heuristics/registry.h"
+#include "solver/optimizer.h"
+
+namespace optpipe::bench {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+// Fills the measured fields of `result` from a timed schedule.
+void describe_schedule(const Problem& problem, const Schedule& schedule, const Metrics& metrics,
+                       MethodResult& result) {
+  result.feasible = !validate(problem, schedule).has_value();
+  result.makespan = metrics.makespan;
+  result.idle_fraction = metrics.idle_fraction;
+  double busy = 0;
+  for (const RankMetrics& rm : metrics.ranks) {
+    busy += rm.busy;
+    result.peak_bytes = std::max(result.peak_bytes, rm.peak_bytes);
+    result.peak_over_budget =
+        std::max(result.peak_over_budget, static_cast<double>(rm.peak_bytes) / rm.budget_bytes);
+  }
+  result.idle_time = problem.ranks * metrics.makespan - busy;
+  result.lower_bound = metrics.lower_bound;
+  result.gap = metrics.gap;
+  result.offloads = 0;
+  for (const auto& actions : schedule.ranks) {
+    for (const Action& a : actions) result.offloads += a.ref.op == Op::kOffload ? 1 : 0;
+  }
+}
+
+// Faster first; ties go to the lower peak (as the compile driver ranks methods).
+bool faster(const MethodResult& a, const MethodResult& b) {
+  if (a.makespan != b.makespan) return a.makespan < b.makespan;
+  return a.peak_bytes < b.peak_bytes;
+}
+
+}  // namespace
+
+bool is_published_baseline(const std::string& method) {
+  static const std::vector<std::string> kBaselines = {"zb-auto", "zb-v",        "v-half",
+                                                      "v-min",   "pipeoffload", "1f1b",
+                                                      "zb-h1",   "zb-h2",       "interleaved-1f1b"};
+  return std::find(kBaselines.begin(), kBaselines.end(), method) != kBaselines.end();
+}
+
+std::string MethodResult::label() const {
+  if (method == "milp") return fmt::format("milp@{:g}s", time_limit_seconds);
+  return fmt::format("{}/{}", method, variant);
+}
+
+CaseResult measure_case(const BenchCase& bench_case, const MeasureOptions& options) {
+  CaseResult out;
+  out.name = bench_case.name();
+  out.profile = bench_case.profile.name;
+  out.budget_fraction = bench_case.budget_fraction;
+  out.budget_bytes = bench_case.budget_bytes;
+
+  std::vector<Schedule> schedules;  // parallel to out.generators
+  std::vector<const Problem*> problems;
+  for (const Variant& variant : bench_case.variants) {
+    for (const Generator& generator : generators()) {
+      if (!generator.unsupported_reason(variant.problem).empty()) continue;
+      MethodResult r;
+      r.method = std::string(generator.name);
+      r.variant = variant.name;
+      Schedule schedule;
+      const auto start = Clock::now();
+      try {
+        schedule = simulate(variant.problem, generator.build(variant.problem), r.method);
+        const Metrics metrics = compute_metrics(variant.problem, schedule);
+        describe_schedule(variant.problem, schedule, metrics, r);
+      } catch (const std::exception& e) {
+        r.error = e.what();
+      }
+      r.seconds = seconds_since(start);
+      out.generators.push_back(r);
+      schedules.push_back(std::move(schedule));
+      problems.push_back(&variant.problem);
+    }
+  }
+
+  auto pick = [&](auto&& wanted) {
+    int best = -1;
+    for (int i = 0; i < static_cast<int>(out.generators.size()); ++i) {
+      const MethodResult& r = out.generators[i];
+      if (!r.error.empty() || !r.feasible || !wanted(r)) continue;
+      if (best < 0 || faster(r, out.generators[best])) best = i;
+    }
+    return best;
+  };
+  out.seed = pick([](const MethodResult&) { return true; });
+  out.best_baseline = pick([](const MethodResult& r) { return is_published_baseline(r.method); });
+  out.adaoffload = pick([](const MethodResult& r) { return r.method == "adaoffload"; });
+
+  if (out.seed < 0) return out;
+  const Problem& problem = *problems[out.seed];
+  const Schedule& seed = schedules[out.seed];
+  for (const double limit : options.milp_time_limits) {
+    MethodResult r;
+    r.method = "milp";
+    r.variant = out.generators[out.seed].variant;
+    r.time_limit_seconds = limit;
+    OptimizerOptions optimizer;
+    optimizer.time_limit_seconds = limit;
+    optimizer.threads = options.threads;
+    const auto start = Clock::now();
+    try {
+      const OptimizeResult result = optimize(problem, seed, optimizer, nullptr);
+      Metrics metrics = compute_metrics(problem, result.schedule);
+      raise_lower_bound(metrics, result.stats.bound);
+      describe_schedule(problem, result.schedule, metrics, r);
+      r.solver_status = result.stats.status;
+    } catch (const std::exception& e) {
+      r.error = e.what();
+    }
+    r.seconds = seconds_since(start);
+    out.optimizer.push_back(r);
+  }
+  return out;
+}
+
+}  // namespace optpipe::bench

@@ -1,0 +1,55 @@
+// Runs the methods of one benchmark case and measures them: every registered generator on every
+// layout that it supports, then the optimiser seeded by the best schedule that fits.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "bench/suite.h"
+#include "compiler/schedule.h"
+
+namespace optpipe::bench {
+
+// The published schedules the optimiser is compared with (docs/benchmarks.md).
+bool is_published_baseline(const std::string& method);
+
+struct MethodResult {
+  std::string method;             // generator name, or "milp"
+  std::string variant;            // layout it ran on: v1, loop2, vshape
+  double time_limit_seconds = 0;  // milp only
+  std::string error;      // the generator or optimiser failed (an exception); nothing else is set
+  bool feasible = false;  // validate() accepts it within the budget
+  double makespan = 0;
+  double idle_fraction = 0;
+  double idle_time = 0;  // R x makespan - total busy, in the time unit
+  double lower_bound = 0;
+  double gap = 0;
+  int64_t peak_bytes = 0;       // highest over the ranks
+  double peak_over_budget = 0;  // highest over the ranks of peak / budget
+  int offloads = 0;
+  double seconds = 0;         // wall clock: build + simulate + validate (milp: the optimiser)
+  std::string solver_status;  // milp only
+  std::string label() const;  // "zb-v/vshape", "milp@2s"
+};
+
+struct CaseResult {
+  std::string name;
+  std::string profile;
+  double budget_fraction = 0;
+  std::vector<int64_t> budget_bytes;
+  std::vector<MethodResult> generators;
+  std::vector<MethodResult> optimizer;  // one per time limit
+  int seed = -1;           // index in generators of the optimiser's seed, -1 when none fits
+  int best_baseline = -1;  // index of the fastest published baseline that fits
+  int adaoffload = -1;     // index of the fastest adaoffload (over layouts) that fits
+};
+
+struct MeasureOptions {
+  std::vector<double> milp_time_limits;  // seconds; empty: no optimiser
+  int threads = 2;
+};
+
+CaseResult measure_case(const BenchCase& bench_case, const MeasureOptions& options);
+
+}  // namespace optpipe::bench
