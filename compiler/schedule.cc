@@ -42,4 +42,24 @@ Order order_of(const Schedule& schedule) {
   return order;
 }
 
+std::vector<OpRef> split_backward(const std::vector<OpRef>& refs) {
+  std::vector<OpRef> out;
+  out.reserve(refs.size() * 3 / 2);
+  for (const OpRef& ref : refs) {
+    if (ref.op == Op::kBackward) {
+      out.push_back({Op::kBackwardInput, ref.stage, ref.microbatch});
+      out.push_back({Op::kBackwardWeight, ref.stage, ref.microbatch});
+    } else {
+      out.push_back(ref);
+    }
+  }
+  return out;
+}
+
+Order split_backward(const Order& order) {
+  Order split;
+  for (const auto& refs : order.ranks) split.ranks.push_back(split_backward(refs));
+  return split;
+}
+
 }  // namespace optpipe

@@ -57,4 +57,8 @@ struct Schedule {
 // The order a timed schedule follows: each rank's actions as listed (by start).
 Order order_of(const Schedule& schedule);
 
+// Each fused BW replaced by B immediately followed by W.
+std::vector<OpRef> split_backward(const std::vector<OpRef>& refs);
+Order split_backward(const Order& order);
+
 }  // namespace optpipe

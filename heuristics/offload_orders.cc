@@ -6,32 +6,8 @@
 
 namespace optpipe {
 
-namespace {
-
-std::vector<OpRef> with_weights_after_backwards(const std::vector<OpRef>& refs) {
-  std::vector<OpRef> out;
-  out.reserve(refs.size() * 3 / 2);
-  for (const OpRef& ref : refs) {
-    if (ref.op == Op::kBackward) {
-      out.push_back({Op::kBackwardInput, ref.stage, ref.microbatch});
-      out.push_back({Op::kBackwardWeight, ref.stage, ref.microbatch});
-    } else {
-      out.push_back(ref);
-    }
-  }
-  return out;
-}
-
-}  // namespace
-
-Order split_backwards(const Order& order) {
-  Order split;
-  for (const auto& refs : order.ranks) split.ranks.push_back(with_weights_after_backwards(refs));
-  return split;
-}
-
 Order grouped_interleaved_order(const Problem& problem, int group_size,
-                                const std::vector<int>& warmup, bool split_backward) {
+                                const std::vector<int>& warmup, bool split) {
   const int m = problem.microbatches;
   group_size = std::max(1, group_size);
   Order order;
@@ -50,7 +26,7 @@ Order grouped_interleaved_order(const Problem& problem, int group_size,
     }
     const int w = std::clamp(warmup[r], 0, static_cast<int>(forwards.size()));
     order.ranks[r] = warmup_steady_cooldown(forwards, backwards, w);
-    if (split_backward) order.ranks[r] = with_weights_after_backwards(order.ranks[r]);
+    if (split) order.ranks[r] = split_backward(order.ranks[r]);
   }
   return order;
 }
@@ -67,7 +43,7 @@ std::vector<int> interleaved_warmup(const Problem& problem, int group_size, doub
   return warmup;
 }
 
-Order microbatch_serial_order(const Problem& problem, bool split_backward) {
+Order microbatch_serial_order(const Problem& problem, bool split) {
   Order order;
   order.ranks.resize(problem.ranks);
   for (int r = 0; r < problem.ranks; ++r) {
@@ -78,7 +54,7 @@ Order microbatch_serial_order(const Problem& problem, bool split_backward) {
       for (auto s = stages.rbegin(); s != stages.rend(); ++s)
         refs.push_back({Op::kBackward, *s, j});
     }
-    if (split_backward) refs = with_weights_after_backwards(refs);
+    if (split) refs = split_backward(refs);
   }
   return order;
 }

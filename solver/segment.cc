@@ -22,22 +22,6 @@ Segment whole_order(const Order& order) {
   return segment;
 }
 
-Order split_backward(const Order& order) {
-  Order split;
-  for (const auto& refs : order.ranks) {
-    auto& out = split.ranks.emplace_back();
-    for (const OpRef& ref : refs) {
-      if (ref.op == Op::kBackward) {
-        out.push_back({Op::kBackwardInput, ref.stage, ref.microbatch});
-        out.push_back({Op::kBackwardWeight, ref.stage, ref.microbatch});
-      } else {
-        out.push_back(ref);
-      }
-    }
-  }
-  return split;
-}
-
 Segment microbatch_band(const Problem& problem, const Order& order, int first_mb, int count) {
   const int ranks = static_cast<int>(order.ranks.size());
   Segment segment;

@@ -25,7 +25,4 @@ Segment microbatch_band(const Problem& problem, const Order& order, int first_mb
 // Everything.
 Segment whole_order(const Order& order);
 
-// The order with each fused BW replaced by B then W (the MILP always splits the backward).
-Order split_backward(const Order& order);
-
 }  // namespace optpipe

@@ -10,54 +10,16 @@
 #include <sstream>
 #include <string>
 
+#include "tests/command_line_test.h"
+
+namespace optpipe {
 namespace {
 
 namespace fs = std::filesystem;
 
-struct CommandResult {
-  int exit_code;
-  std::string out;
-  std::string err;
-};
-
-class ExportsCliTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("optpipe_exports_" +
-            std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()));
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-
-  static std::string example(const std::string& name) {
-    return std::string(OPTPIPE_SOURCE_DIR) + "/examples/" + name;
-  }
-  std::string path(const std::string& name) const { return (dir_ / name).string(); }
-
-  CommandResult run(const std::string& tool, const std::string& args) const {
-    const std::string out = path("stdout.txt");
-    const std::string err = path("stderr.txt");
-    const std::string command = std::string(OPTPIPE_BIN_DIR) + "/" + tool + " " + args + " >" +
-                                out + " 2>" + err + " </dev/null";
-    const int status = std::system(command.c_str());
-    return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(out), slurp(err)};
-  }
-
-  static std::string slurp(const std::string& file) {
-    std::ifstream in(file);
-    std::stringstream text;
-    text << in.rdbuf();
-    return text.str();
-  }
-
-  fs::path dir_;
-};
-
-int lines(const std::string& text) {
-  return static_cast<int>(std::count(text.begin(), text.end(), '\n'));
-}
+using testing::CommandResult;
+using testing::lines;
+using ExportsCliTest = testing::CommandLineTest;
 
 TEST_F(ExportsCliTest, CompileWritesTorchCsvAndTraceBesideTheSchedule) {
   const CommandResult r =
@@ -131,3 +93,4 @@ TEST_F(ExportsCliTest, RenderRejectsOtherExtensionsAndOtherProfiles) {
 }
 
 }  // namespace
+}  // namespace optpipe

@@ -1,0 +1,67 @@
+// Running the built executables from a test: a scratch directory per test, the exit code and
+// both output streams of each run.
+#pragma once
+
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+namespace optpipe::testing {
+
+struct CommandResult {
+  int exit_code;
+  std::string out;
+  std::string err;
+};
+
+// OPTPIPE_SOURCE_DIR and OPTPIPE_BIN_DIR come from tests/CMakeLists.txt.
+class CommandLineTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    // One directory per test: ctest runs tests in parallel.
+    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+    dir_ = std::filesystem::temp_directory_path() /
+           (std::string("optpipe_") + info->test_suite_name() + "_" + info->name());
+    std::filesystem::remove_all(dir_);
+    std::filesystem::create_directories(dir_);
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+
+  static std::string example(const std::string& name) {
+    return std::string(OPTPIPE_SOURCE_DIR) + "/examples/" + name;
+  }
+  std::string path(const std::string& name) const { return (dir_ / name).string(); }
+
+  CommandResult run(const std::string& tool, const std::string& args) const {
+    const std::string out = path("stdout.txt");
+    const std::string err = path("stderr.txt");
+    const std::string command = std::string(OPTPIPE_BIN_DIR) + "/" + tool + " " + args + " >" +
+                                out + " 2>" + err + " </dev/null";
+    const int status = std::system(command.c_str());
+    return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(out), slurp(err)};
+  }
+
+  static std::string slurp(const std::string& file) {
+    std::ifstream in(file);
+    std::stringstream text;
+    text << in.rdbuf();
+    return text.str();
+  }
+  void write(const std::string& name, const std::string& text) const {
+    std::ofstream(path(name)) << text;
+  }
+
+  std::filesystem::path dir_;
+};
+
+inline int lines(const std::string& text) {
+  return static_cast<int>(std::count(text.begin(), text.end(), '\n'));
+}
+
+}  // namespace optpipe::testing
