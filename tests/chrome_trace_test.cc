@@ -20,20 +20,6 @@ namespace {
 using nlohmann::json;
 using testing::uniform_problem;
 
-// 1F1B with rank 0 offloading every activation after its F and reloading it before its B.
-Schedule offloading_schedule(Problem& p) {
-  p.offload = OffloadLink{1000, 1000, ChannelMode::kDuplex, {0, 1}};
-  Order order = one_f_one_b_order(p);
-  std::vector<OpRef> with_transfers;
-  for (const OpRef& ref : order.ranks[0]) {
-    if (ref.op == Op::kBackward) with_transfers.push_back({Op::kReload, ref.stage, ref.microbatch});
-    with_transfers.push_back(ref);
-    if (ref.op == Op::kForward) with_transfers.push_back({Op::kOffload, ref.stage, ref.microbatch});
-  }
-  order.ranks[0] = with_transfers;
-  return simulate(p, order, "1f1b+offload");
-}
-
 void expect_complete_trace(const Problem& p, const Schedule& s) {
   const Metrics metrics = compute_metrics(p, s);
   const json trace = json::parse(chrome_trace_json(p, s, metrics));  // throws if malformed
@@ -91,7 +77,7 @@ TEST(ChromeTrace, OneFOneBIsCompleteWithMemoryPeaks) {
 
 TEST(ChromeTrace, TransfersGoOnTheirOwnTracks) {
   Problem p = uniform_problem(2, 1, 3);
-  const Schedule s = offloading_schedule(p);
+  const Schedule s = testing::offloading_1f1b(p);
   ASSERT_FALSE(validate(p, s));
   expect_complete_trace(p, s);
   const json trace = json::parse(chrome_trace_json(p, s, compute_metrics(p, s)));

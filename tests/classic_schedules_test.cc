@@ -14,18 +14,11 @@ namespace {
 using testing::uniform_problem;
 using testing::UniformCosts;
 
-struct Timed {
-  Schedule schedule;
-  Metrics metrics;
-};
-
-Timed run(const std::string& method, const Problem& problem) {
-  const Generator* generator = find_generator(method);
-  EXPECT_NE(generator, nullptr) << method;
-  Schedule schedule = simulate(problem, generator->build(problem), method);
-  const auto violation = validate(problem, schedule);
+testing::TimedSchedule run(const std::string& method, const Problem& problem) {
+  testing::TimedSchedule timed = testing::run_generator(method, problem);
+  const auto violation = validate(problem, timed.schedule);
   EXPECT_FALSE(violation) << method << ": " << violation->message;
-  return {schedule, compute_metrics(problem, schedule)};
+  return timed;
 }
 
 // Idle time inside the span of the rank with the longest span: the "bubble on span".
@@ -49,7 +42,7 @@ class ClosedForms : public ::testing::TestWithParam<ClosedFormCase> {};
 TEST_P(ClosedForms, OneFOneBBubbleIsRMinusOneFullSteps) {
   const auto& c = GetParam();
   const Problem p = uniform_problem(c.ranks, 1, c.microbatches, c.costs);
-  const Timed t = run("1f1b", p);
+  const testing::TimedSchedule t = run("1f1b", p);
   const double full = c.costs.forward + c.costs.backward_input + c.costs.backward_weight;
   EXPECT_NEAR(span_bubble(t.metrics), (c.ranks - 1) * full, 1e-9);
   EXPECT_EQ(peak_activations(t.metrics, p, 0), std::min(c.ranks, c.microbatches));
@@ -58,7 +51,7 @@ TEST_P(ClosedForms, OneFOneBBubbleIsRMinusOneFullSteps) {
 TEST_P(ClosedForms, GPipeBubbleMatchesOneFOneBButHoldsAllMicrobatches) {
   const auto& c = GetParam();
   const Problem p = uniform_problem(c.ranks, 1, c.microbatches, c.costs);
-  const Timed t = run("gpipe", p);
+  const testing::TimedSchedule t = run("gpipe", p);
   const double full = c.costs.forward + c.costs.backward_input + c.costs.backward_weight;
   EXPECT_NEAR(span_bubble(t.metrics), (c.ranks - 1) * full, 1e-9);
   EXPECT_EQ(peak_activations(t.metrics, p, 0), c.microbatches);
@@ -79,7 +72,7 @@ void expect_zero_bubble_form(const ClosedFormCase& c, double bubble, double clos
 TEST_P(ClosedForms, ZeroBubbleH1) {
   const auto& c = GetParam();
   const Problem p = uniform_problem(c.ranks, 1, c.microbatches, c.costs);
-  const Timed t = run("zb-h1", p);
+  const testing::TimedSchedule t = run("zb-h1", p);
   expect_zero_bubble_form(
       c, span_bubble(t.metrics),
       (c.ranks - 1) * (c.costs.forward + c.costs.backward_input - c.costs.backward_weight));
@@ -89,7 +82,7 @@ TEST_P(ClosedForms, ZeroBubbleH1) {
 TEST_P(ClosedForms, ZeroBubbleH2) {
   const auto& c = GetParam();
   const Problem p = uniform_problem(c.ranks, 1, c.microbatches, c.costs);
-  const Timed t = run("zb-h2", p);
+  const testing::TimedSchedule t = run("zb-h2", p);
   expect_zero_bubble_form(
       c, span_bubble(t.metrics),
       (c.ranks - 1) * (c.costs.forward + c.costs.backward_input - 2 * c.costs.backward_weight));
@@ -110,7 +103,7 @@ TEST(InterleavedOneFOneB, BubbleShrinksWithChunks) {
     const Problem p = uniform_problem(
         4, chunks, 8,
         {costs.forward / chunks, costs.backward_input / chunks, costs.backward_weight / chunks});
-    const Timed t = run("interleaved-1f1b", p);
+    const testing::TimedSchedule t = run("interleaved-1f1b", p);
     EXPECT_NEAR(span_bubble(t.metrics), 3 * 3.0 / chunks, 1e-9) << "v=" << chunks;
     // Megatron's warm-up: 2(R-1) + (v-1)R forwards, plus one in the steady phase.
     EXPECT_EQ(peak_activations(t.metrics, p, 0), (chunks + 1) * 4 - 1) << "v=" << chunks;

@@ -192,16 +192,7 @@ TEST(RenderSvg, OneFOneBIsWellFormedAndComplete) {
 
 TEST(RenderSvg, DrawsOffloadAndReloadLanes) {
   Problem p = uniform_problem(2, 1, 3);
-  p.offload = OffloadLink{1000, 1000, ChannelMode::kDuplex, {0, 1}};
-  Order order = one_f_one_b_order(p);
-  std::vector<OpRef> with_transfers;
-  for (const OpRef& ref : order.ranks[0]) {
-    if (ref.op == Op::kBackward) with_transfers.push_back({Op::kReload, ref.stage, ref.microbatch});
-    with_transfers.push_back(ref);
-    if (ref.op == Op::kForward) with_transfers.push_back({Op::kOffload, ref.stage, ref.microbatch});
-  }
-  order.ranks[0] = with_transfers;
-  const Schedule s = simulate(p, order, "1f1b+offload");
+  const Schedule s = testing::offloading_1f1b(p);
   expect_complete_svg(p, s);
   const std::string svg = render_svg(p, s, compute_metrics(p, s));
   EXPECT_EQ(count_of(svg, "<rect class=\"action OFFLOAD\""), 3u);

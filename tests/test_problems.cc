@@ -2,6 +2,11 @@
 
 #include <algorithm>
 #include <numeric>
+#include <stdexcept>
+
+#include "compiler/simulator.h"
+#include "heuristics/classic.h"
+#include "heuristics/registry.h"
 
 namespace optpipe::testing {
 
@@ -65,6 +70,29 @@ Problem random_problem(std::mt19937& rng) {
   for (const StageCosts& c : p.stages) total += c.activation_bytes * p.microbatches;
   p.budget_bytes.assign(ranks, p.static_bytes[0] + total);
   return p;
+}
+
+TimedSchedule run_generator(const std::string& method, const Problem& problem) {
+  const Generator* generator = find_generator(method);
+  if (!generator) throw std::invalid_argument("no generator " + method);
+  Schedule schedule = simulate(problem, generator->build(problem), method);
+  Metrics metrics = compute_metrics(problem, schedule);
+  return {std::move(schedule), std::move(metrics)};
+}
+
+Schedule offloading_1f1b(Problem& problem) {
+  std::vector<int> own_group(problem.ranks);
+  std::iota(own_group.begin(), own_group.end(), 0);
+  problem.offload = OffloadLink{1000, 1000, ChannelMode::kDuplex, own_group};
+  Order order = one_f_one_b_order(problem);
+  std::vector<OpRef> with_transfers;
+  for (const OpRef& ref : order.ranks[0]) {
+    if (ref.op == Op::kBackward) with_transfers.push_back({Op::kReload, ref.stage, ref.microbatch});
+    with_transfers.push_back(ref);
+    if (ref.op == Op::kForward) with_transfers.push_back({Op::kOffload, ref.stage, ref.microbatch});
+  }
+  order.ranks[0] = with_transfers;
+  return simulate(problem, order, "1f1b+offload");
 }
 
 }  // namespace optpipe::testing

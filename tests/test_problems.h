@@ -2,8 +2,11 @@
 #pragma once
 
 #include <random>
+#include <string>
 
+#include "compiler/metrics.h"
 #include "compiler/problem.h"
+#include "compiler/schedule.h"
 
 namespace optpipe::testing {
 
@@ -22,5 +25,17 @@ Problem uniform_problem(int ranks, int chunks, int microbatches, UniformCosts co
 // Varied R, v, m, per-stage costs, latency, placement, offload link, channel mode, link groups.
 // Memory budget ample (every schedule fits).
 Problem random_problem(std::mt19937& rng);
+
+// A registered generator's order on `problem`, timed by the simulator, with its metrics (not
+// validated: callers decide what they expect of it).
+struct TimedSchedule {
+  Schedule schedule;
+  Metrics metrics;
+};
+TimedSchedule run_generator(const std::string& method, const Problem& problem);
+
+// 1F1B with rank 0 offloading every activation after its F and reloading it before its backward;
+// gives `problem` a duplex offload link of 1000 bytes per time unit, each rank its own group.
+Schedule offloading_1f1b(Problem& problem);
 
 }  // namespace optpipe::testing

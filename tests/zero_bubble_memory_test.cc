@@ -20,17 +20,7 @@ namespace {
 using testing::uniform_problem;
 using testing::UniformCosts;
 
-struct Timed {
-  Schedule schedule;
-  Metrics metrics;
-};
-
-Timed run(const std::string& method, const Problem& problem) {
-  const Generator* generator = find_generator(method);
-  EXPECT_NE(generator, nullptr) << method;
-  Schedule schedule = simulate(problem, generator->build(problem), method);
-  return {schedule, compute_metrics(problem, schedule)};
-}
+using Timed = testing::TimedSchedule;
 
 double span_bubble(const Metrics& m) {
   return m.bubble_rate * m.span;
@@ -68,9 +58,9 @@ TEST_P(ZbAutoBudgets, MatchesZbH1AtOneFOneBMemory) {
   const auto& c = GetParam();
   Problem p = uniform_problem(c.ranks, 1, c.microbatches, c.costs);
   set_activation_budget(p, c.ranks * c.costs.activation_bytes);
-  const Timed h1 = run("zb-h1", p);
+  const Timed h1 = testing::run_generator("zb-h1", p);
   ASSERT_FALSE(validate(p, h1.schedule));
-  const Timed automatic = run("zb-auto", p);
+  const Timed automatic = testing::run_generator("zb-auto", p);
   const auto violation = validate(p, automatic.schedule);
   ASSERT_FALSE(violation) << violation->message;
   EXPECT_LE(automatic.metrics.makespan, h1.metrics.makespan + 1e-9);
@@ -81,9 +71,9 @@ TEST_P(ZbAutoBudgets, MatchesZbH2AtTwiceTheMemory) {
   const auto& c = GetParam();
   Problem p = uniform_problem(c.ranks, 1, c.microbatches, c.costs);
   set_activation_budget(p, 2 * c.ranks * c.costs.activation_bytes);
-  const Timed h2 = run("zb-h2", p);
+  const Timed h2 = testing::run_generator("zb-h2", p);
   ASSERT_FALSE(validate(p, h2.schedule));
-  const Timed automatic = run("zb-auto", p);
+  const Timed automatic = testing::run_generator("zb-auto", p);
   const auto violation = validate(p, automatic.schedule);
   ASSERT_FALSE(violation) << violation->message;
   EXPECT_LE(automatic.metrics.makespan, h2.metrics.makespan + 1e-9);
@@ -95,7 +85,7 @@ TEST_P(ZbAutoBudgets, CountsBytesHeldByPendingWeights) {
   c.costs.weight_grad_bytes = c.costs.activation_bytes / 2;
   Problem p = uniform_problem(c.ranks, 1, c.microbatches, c.costs);
   set_activation_budget(p, c.ranks * c.costs.activation_bytes);
-  const Timed automatic = run("zb-auto", p);
+  const Timed automatic = testing::run_generator("zb-auto", p);
   const auto violation = validate(p, automatic.schedule);
   EXPECT_FALSE(violation) << violation->message;
 }
@@ -111,7 +101,7 @@ TEST(ZbAuto, EqualCostsAtTwiceTheMemoryHaveNoBubble) {
   // ZB-H2's closed form (R-1)(T_F+T_B-2T_W) is 0 when T_F = T_B = T_W.
   Problem p = uniform_problem(4, 1, 12, {1, 1, 1});
   set_activation_budget(p, 8 * 1000);
-  EXPECT_NEAR(span_bubble(run("zb-auto", p).metrics), 0.0, 1e-9);
+  EXPECT_NEAR(span_bubble(testing::run_generator("zb-auto", p).metrics), 0.0, 1e-9);
 }
 
 TEST(ZbAuto, EachActivationBetweenZbH1AndZbH2RemovesOneUnitOfBubble) {
@@ -120,7 +110,7 @@ TEST(ZbAuto, EachActivationBetweenZbH1AndZbH2RemovesOneUnitOfBubble) {
     Problem p = uniform_problem(ranks, 1, 3 * ranks, {1, 1, 1});
     for (int held = ranks; held <= 2 * ranks - 1; ++held) {
       set_activation_budget(p, held * 1000);
-      const Timed t = run("zb-auto", p);
+      const Timed t = testing::run_generator("zb-auto", p);
       ASSERT_FALSE(validate(p, t.schedule)) << "R=" << ranks << " budget " << held;
       EXPECT_NEAR(span_bubble(t.metrics), 2 * ranks - 1 - held, 1e-9)
           << "R=" << ranks << " budget " << held;
@@ -131,7 +121,7 @@ TEST(ZbAuto, EachActivationBetweenZbH1AndZbH2RemovesOneUnitOfBubble) {
 TEST(ZbAuto, BelowOneMicrobatchReturnsTheLeanestOrder) {
   Problem p = uniform_problem(4, 1, 8, {1, 1, 1, 1000, 400});
   set_activation_budget(p, 500);
-  const Timed automatic = run("zb-auto", p);
+  const Timed automatic = testing::run_generator("zb-auto", p);
   ASSERT_TRUE(validate(p, automatic.schedule));          // over budget, as nothing fits
   EXPECT_EQ(max_peak_live(automatic.metrics, p), 1000);  // one microbatch at a time
 }
@@ -145,7 +135,7 @@ TEST(VShapeFamily, PeaksAndBubblesOnUniformStages) {
       const Problem v =
           uniform_problem(ranks, 2, microbatches, {1, 1, 1, 1000}, PlacementKind::kVShape);
       const Problem one_chunk = uniform_problem(ranks, 1, microbatches, {2, 2, 2, 2000});
-      const Timed baseline = run("1f1b", one_chunk);
+      const Timed baseline = testing::run_generator("1f1b", one_chunk);
       const double baseline_bubble = span_bubble(baseline.metrics);
       const int64_t baseline_peak = max_peak_live(baseline.metrics, one_chunk);
       ASSERT_EQ(baseline_peak, 2 * ranks * 1000);  // 2R chunk activations
@@ -153,7 +143,7 @@ TEST(VShapeFamily, PeaksAndBubblesOnUniformStages) {
       double previous_bubble = 0;
       for (const char* method : {"zb-v", "v-half", "v-min"}) {
         SCOPED_TRACE(method);
-        const Timed t = run(method, v);
+        const Timed t = testing::run_generator(method, v);
         const auto violation = validate(v, t.schedule);
         ASSERT_FALSE(violation) << violation->message;
         const double bubble = span_bubble(t.metrics);
@@ -188,9 +178,9 @@ TEST(VShapeFamily, MeasuredTableOfDocsMethods) {
                          Row{5, 14, 6, 15, 4}, Row{6, 16, 8, 20, 6}, Row{8, 23, 10, 27, 6}}) {
     const Problem p =
         uniform_problem(row.ranks, 2, 3 * row.ranks, {1, 1, 1, 1000}, PlacementKind::kVShape);
-    const Timed zb_v = run("zb-v", p);
-    const Timed half = run("v-half", p);
-    const Timed min = run("v-min", p);
+    const Timed zb_v = testing::run_generator("zb-v", p);
+    const Timed half = testing::run_generator("v-half", p);
+    const Timed min = testing::run_generator("v-min", p);
     EXPECT_NEAR(span_bubble(zb_v.metrics), 0, 1e-9) << "R=" << row.ranks;
     EXPECT_EQ(max_peak_live(zb_v.metrics, p), 2 * row.ranks * 1000) << "R=" << row.ranks;
     EXPECT_NEAR(span_bubble(half.metrics), row.half_bubble, 1e-9) << "R=" << row.ranks;
@@ -206,7 +196,8 @@ TEST(VShapeFamily, VHalfAndVMinReachASteadyStateWithoutBubble) {
     for (const char* method : {"v-half", "v-min"}) {
       const auto bubble = [&](int microbatches) {
         return span_bubble(
-            run(method, uniform_problem(ranks, 2, microbatches, {1, 1, 1}, PlacementKind::kVShape))
+            testing::run_generator(
+                method, uniform_problem(ranks, 2, microbatches, {1, 1, 1}, PlacementKind::kVShape))
                 .metrics);
       };
       EXPECT_NEAR(bubble(2 * ranks), bubble(4 * ranks), 1e-9) << method << " R=" << ranks;
