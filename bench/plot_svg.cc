@@ -6,6 +6,8 @@
 #include <cmath>
 #include <map>
 
+#include "compiler/render_svg.h"
+
 namespace optpipe::bench {
 
 namespace {
@@ -18,29 +20,6 @@ const char* const kPalette[] = {"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#94
                                 "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf",
                                 "#393b79", "#637939", "#8c6d31", "#843c39", "#7b4173",
                                 "#3182bd", "#e6550d", "#31a354", "#756bb1", "#636363"};
-
-std::string escape(const std::string& text) {
-  std::string out;
-  for (const char ch : text) {
-    switch (ch) {
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '&':
-        out += "&amp;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
-      default:
-        out += ch;
-    }
-  }
-  return out;
-}
 
 struct Point {
   double peak_gib;
@@ -103,7 +82,7 @@ std::string memory_makespan_svg(const std::string& profile, const std::vector<Ca
       "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n"
       "<text x=\"{2}\" y=\"22\" font-size=\"15\">{3}: makespan vs peak memory per rank "
       "(schedules within budget)</text>\n",
-      kWidth, kHeight, kLeft, escape(profile));
+      kWidth, kHeight, kLeft, escape_xml(profile));
   // Axes and ticks.
   svg += fmt::format(
       "<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"none\" "
@@ -155,13 +134,13 @@ std::string memory_makespan_svg(const std::string& profile, const std::vector<Ca
     };
     for (const Point& p : points) {
       svg += fmt::format("<g>{}<title>{} at {:.0f}% budget: {:.1f} ms, {:.2f} GiB</title></g>\n",
-                         marker(px(p.peak_gib), py(p.makespan)), escape(label),
+                         marker(px(p.peak_gib), py(p.makespan)), escape_xml(label),
                          100 * p.budget_fraction, p.makespan, p.peak_gib);
     }
     const double ly = kTop + 8 + 16 * index;
     svg +=
         fmt::format("{}<text x=\"{}\" y=\"{:.1f}\">{}</text>\n", marker(kWidth - kRight + 20, ly),
-                    kWidth - kRight + 30, ly + 4, escape(label));
+                    kWidth - kRight + 30, ly + 4, escape_xml(label));
     ++index;
   }
   svg += "</svg>\n";

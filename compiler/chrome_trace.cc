@@ -3,7 +3,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <limits>
 #include <nlohmann/json.hpp>
 
 #include "compiler/memory_timeline.h"
@@ -82,15 +81,7 @@ void add_memory_counters(const Problem& problem, int rank, const std::vector<Act
 
 std::string chrome_trace_json(const Problem& problem, const Schedule& schedule,
                               const Metrics& metrics) {
-  double begin = std::numeric_limits<double>::infinity();
-  double end = 0;
-  for (const auto& actions : schedule.ranks) {
-    for (const Action& a : actions) {
-      begin = std::min(begin, a.start);
-      end = std::max(end, a.end);
-    }
-  }
-  if (begin > end) begin = end = 0;
+  const auto [begin, end] = time_extent(schedule);
 
   json events = json::array();
   for (int r = 0; r < static_cast<int>(schedule.ranks.size()); ++r) {

@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <limits>
 
 #include "compiler/memory_timeline.h"
 #include "compiler/units.h"
@@ -61,32 +60,6 @@ const char* meaning_of(Op op) {
   return "";
 }
 
-std::string escape_xml(std::string_view text) {
-  std::string out;
-  for (char c : text) {
-    switch (c) {
-      case '&':
-        out += "&amp;";
-        break;
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
-      case '\'':
-        out += "&apos;";
-        break;
-      default:
-        out += c;
-    }
-  }
-  return out;
-}
-
 // 1, 2 or 5 times a power of ten, giving about `target` ticks over `span`.
 double tick_step(double span, int target) {
   const double raw = span / target;
@@ -116,16 +89,10 @@ class SvgBuilder {
  public:
   SvgBuilder(const Problem& problem, const Schedule& schedule, const Metrics& metrics)
       : problem_(problem), schedule_(schedule), metrics_(metrics) {
-    double begin = std::numeric_limits<double>::infinity();
-    double end = 0;
+    const auto [begin, end] = time_extent(schedule);
     for (const auto& actions : schedule.ranks) {
-      for (const Action& a : actions) {
-        begin = std::min(begin, a.start);
-        end = std::max(end, a.end);
-        has_transfers_ = has_transfers_ || is_transfer(a.ref.op);
-      }
+      for (const Action& a : actions) has_transfers_ = has_transfers_ || is_transfer(a.ref.op);
     }
-    if (begin > end) begin = end = 0;
     canvas_ = {begin, end > begin ? end - begin : 1.0};
     has_transfers_ = has_transfers_ || problem.offload.has_value();
   }
@@ -332,6 +299,32 @@ std::string render_html(const Problem& problem, const Schedule& schedule, const 
       "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>{}</title>\n"
       "</head>\n<body style=\"margin:0\">\n{}</body>\n</html>\n",
       title, svg);
+}
+
+std::string escape_xml(std::string_view text) {
+  std::string out;
+  for (char c : text) {
+    switch (c) {
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      case '\'':
+        out += "&apos;";
+        break;
+      default:
+        out += c;
+    }
+  }
+  return out;
 }
 
 }  // namespace optpipe

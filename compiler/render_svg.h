@@ -4,6 +4,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 
 #include "compiler/metrics.h"
 #include "compiler/problem.h"
@@ -14,6 +15,9 @@ namespace optpipe {
 // A standalone SVG document. Every action is one <rect class="action ..."> with a <title>
 // tooltip naming it and its times.
 std::string render_svg(const Problem& problem, const Schedule& schedule, const Metrics& metrics);
+
+// Text made safe inside XML content and attribute values (& < > " ').
+std::string escape_xml(std::string_view text);
 
 // The same SVG inline in a minimal HTML page.
 std::string render_html(const Problem& problem, const Schedule& schedule, const Metrics& metrics);

@@ -2,7 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <array>
+#include <limits>
 
 namespace optpipe {
 
@@ -60,6 +62,19 @@ Order split_backward(const Order& order) {
   Order split;
   for (const auto& refs : order.ranks) split.ranks.push_back(split_backward(refs));
   return split;
+}
+
+TimeExtent time_extent(const Schedule& schedule) {
+  double begin = std::numeric_limits<double>::infinity();
+  double end = 0;
+  for (const auto& actions : schedule.ranks) {
+    for (const Action& a : actions) {
+      begin = std::min(begin, a.start);
+      end = std::max(end, a.end);
+    }
+  }
+  if (begin > end) return {};
+  return {begin, end};
 }
 
 }  // namespace optpipe

@@ -57,6 +57,13 @@ struct Schedule {
 // The order a timed schedule follows: each rank's actions as listed (by start).
 Order order_of(const Schedule& schedule);
 
+// First start and last end over every action; {0, 0} for an empty schedule.
+struct TimeExtent {
+  double begin = 0;
+  double end = 0;
+};
+TimeExtent time_extent(const Schedule& schedule);
+
 // Each fused BW replaced by B immediately followed by W.
 std::vector<OpRef> split_backward(const std::vector<OpRef>& refs);
 Order split_backward(const Order& order);
