@@ -3,7 +3,10 @@
 // then W); each is fitted by offloading, where memory exceeds the budget, the live activations
 // with the longest lifespans whose round trip fits (heuristics/offload_placement.h). The search
 // looks for the densest candidate that fits, and offload is added only where memory exceeds the
-// budget, so slack memory means a denser order and fewer offloads.
+// budget, so slack memory means a denser order and fewer offloads. Where the host link cannot
+// carry what a dense order needs, fitting afterwards fails; candidates from the list scheduler
+// that decides offloads as it goes (heuristics/list_offload.h) slow the order down only as far
+// as the link requires.
 #include <algorithm>
 #include <cmath>
 #include <functional>
@@ -48,9 +51,8 @@ Order zero_bubble_order(const Problem& problem, int extra_halves) {
 }
 
 // The Zero Bubble list scheduler under `factor` times each rank's activation budget (byte
-// accurate, deadlock-free on any placement): as many forwards as that memory holds, offload
-// covering what exceeds the budget.
-Order memory_limited_order(const Problem& problem, double factor, bool later_chunk_first) {
+// accurate, deadlock-free on any placement): as many forwards as that memory holds.
+ListPolicy memory_limited_policy(const Problem& problem, double factor, bool later_chunk_first) {
   ListPolicy policy;
   policy.memory_limit_bytes.resize(problem.ranks);
   for (int r = 0; r < problem.ranks; ++r) {
@@ -58,6 +60,21 @@ Order memory_limited_order(const Problem& problem, double factor, bool later_chu
         static_cast<int64_t>(factor * static_cast<double>(problem.activation_budget(r)));
   }
   policy.later_chunk_first = later_chunk_first;
+  return policy;
+}
+
+// Offload covering what exceeds the budget is fitted afterwards.
+Order memory_limited_order(const Problem& problem, double factor, bool later_chunk_first) {
+  return list_schedule(problem, memory_limited_policy(problem, factor, later_chunk_first));
+}
+
+// The list scheduler deciding offloads as it goes (heuristics/list_offload.h) under the exact
+// budget: where the link cannot carry every in-flight activation, it offloads what the link can
+// and admits forwards only as fast as the memory that frees allows.
+Order offloading_list_order(const Problem& problem, const ListOffloadPolicy& offload,
+                            bool later_chunk_first) {
+  ListPolicy policy = memory_limited_policy(problem, 1.0, later_chunk_first);
+  policy.offload = offload;
   return list_schedule(problem, policy);
 }
 
@@ -165,6 +182,26 @@ void search_chunks(const Problem& problem, Search& search) {
   }
 }
 
+// Offload decided while scheduling, over how long-lived an activation must be to go (in older
+// microbatches awaiting B) and how early it comes back. Its orders carry their transfers, so
+// they are only timed: the search keeps one that fits.
+void search_offloading_lists(const Problem& problem, Search& search) {
+  for (int min_awaiting : {1, 2, 3, 4}) {
+    for (int lookahead : {1, 2}) {
+      for (bool later_first : {false, true}) {
+        if (later_first && problem.chunks_per_rank == 1) continue;
+        const ListOffloadPolicy offload{min_awaiting, lookahead, 0.0};
+        try {
+          search.offer(time_with_simulator(
+              problem, offloading_list_order(problem, offload, later_first), kMethod));
+        } catch (const Error&) {
+          // a starved rank under this policy; the others remain
+        }
+      }
+    }
+  }
+}
+
 // The best order found, timed by the simulator.
 OffloadedSchedule adaoffload_search(const Problem& problem) {
   Search search(problem);
@@ -191,6 +228,7 @@ OffloadedSchedule adaoffload_search(const Problem& problem) {
       }
     }
   }
+  if (problem.offload) search_offloading_lists(problem, search);
   // One microbatch at a time: the leanest order, which never deadlocks.
   if (!search.found_fit()) search.consider([&] { return microbatch_serial_order(problem, true); });
   return search.take();

@@ -55,6 +55,7 @@ class ListScheduler {
       if (!policy.max_in_flight.empty()) rank.max_in_flight = policy.max_in_flight[r];
     }
     order_.ranks.resize(problem.ranks);
+    if (policy.offload && problem.offload) ledger_.emplace(problem, *policy.offload);
   }
 
   ListOutcome run() {
@@ -73,6 +74,7 @@ class ListScheduler {
         return outcome;
       }
       RankState& rank = ranks_[r];
+      if (ledger_) issue_due_reloads(r);
       if (const auto op = choose(r)) {
         commit(r, *op);
       } else if (another_rank_decides_at(r, rank.free_at)) {
@@ -117,9 +119,11 @@ class ListScheduler {
     switch (ref.op) {
       case Op::kForward:
         return s == 0 ? 0.0 : end_[{Op::kForward, s - 1, j}] + problem_.p2p(s - 1, s);
-      case Op::kBackwardInput:
-        if (s == problem_.num_stages() - 1) return end_[{Op::kForward, s, j}];
-        return end_[{Op::kBackwardInput, s + 1, j}] + problem_.p2p(s + 1, s);
+      case Op::kBackwardInput: {
+        const double back = ledger_ ? ledger_->back_on_device(s, j) : 0.0;
+        if (s == problem_.num_stages() - 1) return std::max(back, end_[{Op::kForward, s, j}]);
+        return std::max(back, end_[{Op::kBackwardInput, s + 1, j}] + problem_.p2p(s + 1, s));
+      }
       default:
         return end_[{Op::kBackwardInput, s, j}];
     }
@@ -134,9 +138,19 @@ class ListScheduler {
     if (local == 0 && rank.in_flight >= rank.max_in_flight) return ForwardVerdict::kBlockedByCount;
     if (rank.memory_limit == kNoLimit) return ForwardVerdict::kAllowed;
     const int64_t bytes = activation(rank.stages[local]);
+    // Memory when the simulator will start the F: as soon as the rank and its input are ready.
+    int64_t live = rank.live_bytes;
+    int64_t reserve = 0;
+    if (ledger_) {
+      const int r = problem_.rank_of_stage[rank.stages[local]];
+      const double start =
+          std::max(rank.last_end, ready_time({Op::kForward, rank.stages[local], j}));
+      live -= ledger_->released_by(r, start);
+      reserve = ledger_->reserve(r, rank.next_backward, j);
+    }
     // Leanest order: a rank that holds nothing but this microbatch may always go on with it.
-    if (rank.live_bytes == rank.held_bytes[j]) return ForwardVerdict::kAllowed;
-    if (rank.live_bytes + bytes > rank.memory_limit) return ForwardVerdict::kBlockedByMemory;
+    if (live == rank.held_bytes[j]) return ForwardVerdict::kAllowed;
+    if (live + bytes + reserve > rank.memory_limit) return ForwardVerdict::kBlockedByMemory;
     return safe_after_forward(rank, local) ? ForwardVerdict::kAllowed
                                            : ForwardVerdict::kBlockedByMemory;
   }
@@ -160,6 +174,18 @@ class ListScheduler {
       if (held_by_younger + needed > rank.memory_limit) return false;
     }
     return true;
+  }
+
+  // Lists the reloads that are due on rank `r`; they allocate their bytes from now on.
+  void issue_due_reloads(int r) {
+    RankState& rank = ranks_[r];
+    for (const LedgerTransfer& reload :
+         ledger_->due_reloads(r, rank.next_backward, rank.last_end)) {
+      const int64_t bytes = problem_.stages[reload.ref.stage].offloadable_bytes;
+      rank.live_bytes += bytes;
+      events_.push(reload.end);
+      order_.ranks[r].push_back(reload.ref);
+    }
   }
 
   std::optional<OpRef> ready_backward(const RankState& rank) const {
@@ -278,6 +304,16 @@ class ListScheduler {
     rank.waiting = false;
     --rank.remaining;
     order_.ranks[r].push_back(ref);
+    // Offload only where memory needs it: another forward would not fit beside this one.
+    if (ledger_ && ref.op == Op::kForward &&
+        rank.live_bytes - ledger_->released_by(r, end) + activation(ref.stage) >
+            rank.memory_limit) {
+      const int awaiting = ref.microbatch - rank.next_backward[local];
+      if (const auto offload = ledger_->offload_after_forward(r, local, ref, end, awaiting)) {
+        events_.push(offload->end);
+        order_.ranks[r].push_back(offload->ref);
+      }
+    }
   }
 
   double next_event_after(double time) {
@@ -290,6 +326,7 @@ class ListScheduler {
 
   const Problem& problem_;
   const ListPolicy& policy_;
+  std::optional<OffloadLedger> ledger_;
   OpTable<double> end_;
   std::vector<RankState> ranks_;
   std::priority_queue<double, std::vector<double>, std::greater<>> events_;

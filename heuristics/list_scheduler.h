@@ -15,10 +15,12 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "compiler/problem.h"
 #include "compiler/schedule.h"
+#include "heuristics/list_offload.h"
 
 namespace optpipe {
 
@@ -43,6 +45,9 @@ struct ListPolicy {
   bool backward_first = true;      // B > F when both can run; false: F > B
   bool later_chunk_first = false;  // among ready Fs, the later stage first (drains V-shapes)
   WeightTiming weights = WeightTiming::kFillGaps;
+  // With problem.offload: offload decided while scheduling (heuristics/list_offload.h); the
+  // order then lists OFFLOAD and RELOAD actions, and memory counts what they free and take.
+  std::optional<ListOffloadPolicy> offload;
 };
 
 // Throws DeadlockError when no rank can make progress (an in-flight limit below 1).

@@ -1,0 +1,157 @@
+// Offload decided while list scheduling (heuristics/list_offload.h): the ledger's transfer timing
+// and memory rules, and what the offloading list scheduler and AdaOffload make of them.
+#include "heuristics/list_offload.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <limits>
+#include <random>
+
+#include "compiler/metrics.h"
+#include "compiler/profile.h"
+#include "compiler/simulator.h"
+#include "compiler/validator.h"
+#include "heuristics/list_scheduler.h"
+#include "heuristics/offload_generators.h"
+#include "tests/test_problems.h"
+
+namespace optpipe {
+namespace {
+
+using testing::uniform_problem;
+using testing::UniformCosts;
+
+// Two ranks in one link group, duplex channels; A = 1000 bytes of which O = 800 move, G = 200
+// stays for W. Offload and reload of 800 bytes take 2 time units each.
+Problem linked_pair() {
+  UniformCosts costs;
+  costs.weight_grad_bytes = 200;
+  Problem problem = uniform_problem(2, 1, 8, costs);
+  for (StageCosts& stage : problem.stages) stage.offloadable_bytes = 800;
+  OffloadLink link;
+  link.d2h_bytes_per_time = 400;
+  link.h2d_bytes_per_time = 400;
+  link.channels = ChannelMode::kDuplex;
+  link.link_group_of_rank = {0, 0};
+  problem.offload = link;
+  return problem;
+}
+
+TEST(OffloadLedger, OffloadsOnlyLongLivedActivationsOnAChannelThatIsFreeInTime) {
+  const Problem problem = linked_pair();
+  OffloadLedger ledger(problem, ListOffloadPolicy{2, 1, 0.5});
+  // One older microbatch awaiting B is too few.
+  EXPECT_FALSE(ledger.offload_after_forward(0, 0, {Op::kForward, 0, 1}, 2.0, 1));
+  const auto first = ledger.offload_after_forward(0, 0, {Op::kForward, 0, 2}, 3.0, 2);
+  ASSERT_TRUE(first);
+  EXPECT_EQ(first->ref, (OpRef{Op::kOffload, 0, 2}));
+  EXPECT_DOUBLE_EQ(first->end, 5.0);
+  // Rank 1 shares the D2H channel: its F ending at 4 would wait 1 > 0.5 for it, so it stays.
+  EXPECT_FALSE(ledger.offload_after_forward(1, 0, {Op::kForward, 1, 0}, 4.0, 3));
+  // Ending at 4.5 it waits 0.5 and queues behind rank 0's offload.
+  const auto second = ledger.offload_after_forward(1, 0, {Op::kForward, 1, 1}, 4.5, 3);
+  ASSERT_TRUE(second);
+  EXPECT_DOUBLE_EQ(second->end, 7.0);
+
+  EXPECT_EQ(ledger.released_by(0, 4.9), 0);
+  EXPECT_EQ(ledger.released_by(0, 5.0), 800);
+  EXPECT_EQ(ledger.released_by(1, 6.0), 0);
+  EXPECT_EQ(ledger.released_by(1, 7.0), 800);
+  EXPECT_EQ(ledger.back_on_device(0, 2), std::numeric_limits<double>::infinity());
+  EXPECT_DOUBLE_EQ(ledger.back_on_device(0, 1), 0.0);  // never left
+}
+
+TEST(OffloadLedger, ReloadsWhenTheMicrobatchIsNextAndReservesWhatItsBackwardsDoNotFree) {
+  const Problem problem = linked_pair();
+  OffloadLedger ledger(problem, ListOffloadPolicy{2, 1, 0.0});
+  ASSERT_TRUE(ledger.offload_after_forward(0, 0, {Op::kForward, 0, 2}, 3.0, 2));
+  // Next B is microbatch 0: two backwards (0 and 1) release A - G = 800 each before the reload
+  // of 2 is issued, more than its 800 bytes: nothing to reserve, nothing due yet.
+  EXPECT_EQ(ledger.reserve(0, {0}, 3), 0);
+  EXPECT_TRUE(ledger.due_reloads(0, {0}, 4.0).empty());
+  // After B0 one backward remains before it, which frees exactly its bytes.
+  EXPECT_EQ(ledger.reserve(0, {1}, 3), 0);
+  EXPECT_TRUE(ledger.due_reloads(0, {1}, 4.0).empty());
+  // Microbatch 2 is next: the reload goes on the H2D channel once issued and offloaded (at 5).
+  const auto due = ledger.due_reloads(0, {2}, 4.0);
+  ASSERT_EQ(due.size(), 1u);
+  EXPECT_EQ(due[0].ref, (OpRef{Op::kReload, 0, 2}));
+  EXPECT_DOUBLE_EQ(due[0].end, 7.0);
+  EXPECT_DOUBLE_EQ(ledger.back_on_device(0, 2), 7.0);
+  EXPECT_TRUE(ledger.due_reloads(0, {2}, 8.0).empty());  // issued once
+
+  // With G = A nothing is freed by B, so the next reload is reserved in full.
+  Problem heavy = linked_pair();
+  for (StageCosts& stage : heavy.stages) stage.weight_grad_bytes = stage.activation_bytes;
+  OffloadLedger strict(heavy, ListOffloadPolicy{2, 1, 0.0});
+  ASSERT_TRUE(strict.offload_after_forward(0, 0, {Op::kForward, 0, 2}, 3.0, 2));
+  EXPECT_EQ(strict.reserve(0, {0}, 3), 800);
+  EXPECT_EQ(strict.reserve(0, {0}, 1), 0);  // F of an older microbatch: not held back
+}
+
+// The offloading list order of AdaOffload's candidates: it lists a reload before every
+// backward whose activation it offloaded, and timed by the simulator it validates.
+TEST(OffloadingListScheduler, ListsAReloadBeforeEachOffloadedBackwardAndValidates) {
+  std::mt19937 rng(7);
+  int offloaded_problems = 0;
+  for (int trial = 0; trial < 100; ++trial) {
+    Problem problem = testing::random_problem(rng);
+    if (!problem.offload) continue;
+    for (int r = 0; r < problem.ranks;
+         ++r) {  // a third of the activation memory of the ample budget
+      problem.budget_bytes[r] =
+          problem.static_bytes[r] + (problem.budget_bytes[r] - problem.static_bytes[r]) / 3;
+    }
+    ListPolicy policy;
+    for (int r = 0; r < problem.ranks; ++r) {
+      policy.memory_limit_bytes.push_back(problem.activation_budget(r));
+    }
+    policy.offload = ListOffloadPolicy{1, 1, 0.0};
+    const Order order = list_schedule(problem, policy);
+    int offloads = 0;
+    for (const auto& refs : order.ranks) {
+      std::vector<OpRef> seen;
+      for (const OpRef& ref : refs) {
+        if (ref.op == Op::kOffload) ++offloads;
+        if (ref.op == Op::kBackwardInput) {
+          const bool was_offloaded =
+              std::count(seen.begin(), seen.end(), OpRef{Op::kOffload, ref.stage, ref.microbatch});
+          const bool reloaded =
+              std::count(seen.begin(), seen.end(), OpRef{Op::kReload, ref.stage, ref.microbatch});
+          EXPECT_EQ(was_offloaded, reloaded) << describe(ref);
+        }
+        seen.push_back(ref);
+      }
+    }
+    offloaded_problems += offloads > 0;
+    Problem roomy = problem;  // memory is the search's to check; everything else must hold
+    for (auto& b : roomy.budget_bytes) b = int64_t{1} << 60;
+    const auto violation = validate(roomy, simulate(problem, order, "list-offload"));
+    EXPECT_FALSE(violation) << violation->message;
+  }
+  EXPECT_GT(offloaded_problems, 10);
+}
+
+// The example's 25 GB/s link is shared by pairs of ranks and cannot carry every in-flight
+// activation: AdaOffload offloads part of them and beats every schedule that does not offload.
+TEST(OffloadingListScheduler, AdaOffloadGainsWhereTheLinkLimitsOffload) {
+  const char* dir = std::getenv("OPTPIPE_SOURCE_DIR");
+  ASSERT_NE(dir, nullptr);
+  Problem problem = load_profile(std::string(dir) + "/examples/gpt-8rank.json");
+  for (int r = 0; r < problem.ranks; ++r) {  // 75% of 1F1B's activation peak
+    const int64_t one_f_one_b_peak = problem.num_stages() * problem.stages[0].activation_bytes;
+    problem.budget_bytes[r] = problem.static_bytes[r] + one_f_one_b_peak * 3 / 4;
+  }
+  const OffloadedSchedule ada = adaoffload_schedule(problem);
+  ASSERT_TRUE(ada.fits());
+  EXPECT_GT(ada.offloads, 0);
+  Problem without_link = problem;
+  without_link.offload.reset();
+  const testing::TimedSchedule zero_bubble = testing::run_generator("zb-auto", without_link);
+  ASSERT_TRUE(zero_bubble.metrics.within_budget);
+  EXPECT_LT(ada.makespan, zero_bubble.metrics.makespan);
+}
+
+}  // namespace
+}  // namespace optpipe
