@@ -19,6 +19,8 @@ double duration(const Problem& problem, const OpRef& ref) {
       return problem.offload_time(ref.stage);
     case Op::kReload:
       return problem.reload_time(ref.stage);
+    case Op::kRecompute:
+      return costs.recompute_forward;
   }
   return 0;
 }

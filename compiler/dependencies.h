@@ -18,20 +18,27 @@ struct Predecessor {
 // Which backward op a schedule uses for (stage, microbatch): B (then W) or the fused BW.
 enum class BackwardForm { kSplit, kFused };
 
-// At most two: the upstream op and, for an offloaded activation's backward, its reload.
+// At most three: the upstream op and, for a backward, its reload and its recompute (a valid
+// schedule has at most one of those two).
 struct Predecessors {
-  std::array<Predecessor, 2> items;
+  std::array<Predecessor, 3> items;
   int count = 0;
   void add(const OpRef& pred, double lag) { items[count++] = {pred, lag}; }
   const Predecessor* begin() const { return items.data(); }
   const Predecessor* end() const { return items.data() + count; }
 };
 
+// For callers whose schedules never recompute.
+struct NeverRecomputed {
+  bool operator()(int, int) const { return false; }
+};
+
 // Predecessors of `ref` among compute ops and transfers. `backward_form(stage, mb)` says whether
-// the downstream stage ran B or BW; `offloaded(stage, mb)` whether the activation went to host.
-template <typename BackwardFormFn, typename OffloadedFn>
+// the downstream stage ran B or BW; `offloaded(stage, mb)` whether the activation went to host;
+// `recomputed(stage, mb)` whether the schedule runs R for it before its backward.
+template <typename BackwardFormFn, typename OffloadedFn, typename RecomputedFn = NeverRecomputed>
 Predecessors predecessors(const Problem& problem, const OpRef& ref, BackwardFormFn backward_form,
-                          OffloadedFn offloaded) {
+                          OffloadedFn offloaded, RecomputedFn recomputed = {}) {
   const int s = ref.stage;
   const int j = ref.microbatch;
   const int last = problem.num_stages() - 1;
@@ -50,11 +57,13 @@ Predecessors predecessors(const Problem& problem, const OpRef& ref, BackwardForm
         preds.add({upstream, s + 1, j}, problem.p2p(s + 1, s));
       }
       if (offloaded(s, j)) preds.add({Op::kReload, s, j}, 0.0);
+      if (recomputed(s, j)) preds.add({Op::kRecompute, s, j}, 0.0);
       break;
     case Op::kBackwardWeight:
       preds.add({Op::kBackwardInput, s, j}, 0.0);
       break;
     case Op::kOffload:
+    case Op::kRecompute:
       preds.add({Op::kForward, s, j}, 0.0);
       break;
     case Op::kReload:

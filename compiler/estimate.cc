@@ -374,6 +374,9 @@ ordered_json estimate_profile(const ModelDescription& model) {
   const std::vector<int64_t> layers = split_layers(model);
   const double bytes_per_param = optimizer_bytes_per_param(model);
 
+  // One hidden state (s*b*h elements): what a stage receives, sends, and keeps to recompute.
+  const double hidden_state_bytes = static_cast<double>(model.seq_length * model.microbatch_size) *
+                                    static_cast<double>(model.hidden * model.dtype_bytes);
   ordered_json stages = ordered_json::array();
   std::vector<double> params_of_rank(model.ranks, 0);
   for (int s = 0; s < model.num_stages(); ++s) {
@@ -388,12 +391,17 @@ ordered_json estimate_profile(const ModelDescription& model) {
                       "gpu_peak_tflops and efficiency",
                       model.source, what));
     }
+    // Capped at A: a stage without layers may store less than its input.
+    const int64_t checkpoint_bytes =
+        whole_bytes(std::min(c.activation_bytes, hidden_state_bytes), model, what);
     stages.push_back({{"index", s},
                       {"forward", forward},
                       {"backward_input", backward_input},
                       {"backward_weight", backward_weight},
                       {"activation_bytes", whole_bytes(c.activation_bytes, model, what)},
-                      {"weight_grad_bytes", whole_bytes(c.weight_grad_bytes, model, what)}});
+                      {"weight_grad_bytes", whole_bytes(c.weight_grad_bytes, model, what)},
+                      {"recompute_forward", forward},
+                      {"checkpoint_bytes", checkpoint_bytes}});
     params_of_rank[model.rank_of_stage[s]] += c.params;
   }
 
@@ -412,9 +420,6 @@ ordered_json estimate_profile(const ModelDescription& model) {
     per_rank.push_back({{"rank", r}, {"static_bytes", static_bytes}});
   }
 
-  // One hidden-state message (s*b*h elements) over the inter-GPU link, in ms.
-  const double message_bytes = static_cast<double>(model.seq_length * model.microbatch_size) *
-                               static_cast<double>(model.hidden * model.dtype_bytes);
   ordered_json profile = {
       {"format", "optpipe.profile/v1"},
       {"name", model.name},
@@ -425,7 +430,7 @@ ordered_json estimate_profile(const ModelDescription& model) {
         {"placement", model.placement},
         {"microbatches", model.microbatches}}},
       {"stages", stages},
-      {"p2p_latency", message_bytes / (model.inter_gpu_gb_per_s * 1e6)},
+      {"p2p_latency", hidden_state_bytes / (model.inter_gpu_gb_per_s * 1e6)},  // in ms
       {"memory", {{"budget_bytes", model.gpu_memory_bytes}, {"per_rank", per_rank}}},
   };
   if (model.host_link_gb_per_s > 0) profile["offload"] = offload_section(model);

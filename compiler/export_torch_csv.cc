@@ -54,6 +54,8 @@ void append_cells(const Action& action, TorchDialect dialect, std::vector<TorchC
     case Op::kOffload:
     case Op::kReload:
       break;  // no token exists for host transfers; they travel in the optpipe schedule file
+    case Op::kRecompute:
+      break;  // local to the stage: PyTorch recomputes inside the backward (checkpointing)
   }
 }
 

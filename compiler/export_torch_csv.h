@@ -29,8 +29,8 @@ void check_torch_dialect(const Problem& problem, TorchDialect dialect);
 // The step grid: per rank, one cell per step ("" = idle). Each rank's compute actions keep their
 // order; a step is the earliest after the rank's previous action and after every action it depends
 // on (the F before it, the backward after it), so the lock-step executor, which receives at the
-// step of the send, and the send/recv lowering both see every input before its use. Offloads and
-// reloads have no token and are left out. Runs check_torch_dialect first.
+// step of the send, and the send/recv lowering both see every input before its use. Offloads,
+// reloads and recomputes have no token and are left out. Runs check_torch_dialect first.
 std::vector<std::vector<std::string>> torch_step_grid(const Problem& problem,
                                                       const Schedule& schedule,
                                                       TorchDialect dialect);

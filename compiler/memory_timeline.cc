@@ -1,6 +1,8 @@
 #include "compiler/memory_timeline.h"
 
 #include <algorithm>
+#include <set>
+#include <utility>
 
 namespace optpipe {
 
@@ -12,11 +14,21 @@ struct Change {
   OpRef cause;
 };
 
-void add_changes(const Problem& problem, const Action& action, std::vector<Change>& changes) {
+using Activation = std::pair<int, int>;  // (stage, microbatch)
+
+// A recomputed activation's F keeps only its checkpoint bytes after it ends.
+void add_changes(const Problem& problem, const Action& action,
+                 const std::set<Activation>& recomputed, std::vector<Change>& changes) {
   const StageCosts& costs = problem.stages[action.ref.stage];
   switch (action.ref.op) {
     case Op::kForward:
       changes.push_back({action.start, costs.activation_bytes, action.ref});
+      if (recomputed.count({action.ref.stage, action.ref.microbatch})) {
+        changes.push_back({action.end, -costs.recomputed_bytes(), action.ref});
+      }
+      break;
+    case Op::kRecompute:
+      changes.push_back({action.start, costs.recomputed_bytes(), action.ref});
       break;
     case Op::kBackwardInput:
       changes.push_back(
@@ -41,9 +53,15 @@ void add_changes(const Problem& problem, const Action& action, std::vector<Chang
 
 std::vector<MemoryStep> memory_timeline(const Problem& problem,
                                         const std::vector<Action>& actions) {
+  std::set<Activation> recomputed;
+  for (const Action& action : actions) {
+    if (action.ref.op == Op::kRecompute) {
+      recomputed.insert({action.ref.stage, action.ref.microbatch});
+    }
+  }
   std::vector<Change> changes;
   changes.reserve(actions.size());
-  for (const Action& action : actions) add_changes(problem, action, changes);
+  for (const Action& action : actions) add_changes(problem, action, recomputed, changes);
   std::stable_sort(changes.begin(), changes.end(), [](const Change& a, const Change& b) {
     return a.time < b.time || (a.time == b.time && a.delta_bytes < b.delta_bytes);
   });

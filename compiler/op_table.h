@@ -21,7 +21,6 @@ class OpTable {
   const T& operator[](const OpRef& ref) const { return cells_[index(ref)]; }
 
  private:
-  static constexpr int kNumOps = 6;
   size_t index(const OpRef& ref) const {
     return (static_cast<size_t>(ref.op) * stages_ + ref.stage) * microbatches_ + ref.microbatch;
   }

@@ -123,6 +123,8 @@ std::string encode_opsched(const Problem& problem, const Schedule& schedule) {
     w.i64(at + OPSCHED_STAGE_OFF_ACT, c.activation_bytes);
     w.i64(at + OPSCHED_STAGE_OFF_GRAD, c.weight_grad_bytes);
     w.i64(at + OPSCHED_STAGE_OFF_OFFL, c.offloadable_bytes);
+    w.f64(at + OPSCHED_STAGE_OFF_RECOMPUTE, c.recompute_forward);
+    w.i64(at + OPSCHED_STAGE_OFF_CHECKPOINT, c.checkpoint_bytes.value_or(-1));
   }
   const std::vector<int> group = link_groups(problem);
   size_t next_action = actions_at;

@@ -10,9 +10,9 @@
 namespace optpipe {
 
 // The file's bytes: header (R, S, m, v, placement, channel mode, profile SHA-256, method), one
-// record per stage (rank, T_F/T_B/T_W, A/G/O), one per rank (budget, static bytes, link group,
-// action count and offset), every rank's actions in the schedule's order, and a CRC32 trailer.
-// Throws Error when the schedule does not fit the problem's shape (rank count, stage ids).
+// record per stage (rank, T_F/T_B/T_W/T_R, A/G/O/C), one per rank (budget, static bytes, link
+// group, action count and offset), every rank's actions in the schedule's order, and a CRC32
+// trailer. Throws Error when the schedule does not fit the problem's shape (rank count, stage ids).
 std::string encode_opsched(const Problem& problem, const Schedule& schedule);
 
 // encode_opsched() written atomically to `path`. Used by `optpipe-compile --format bin`.

@@ -22,6 +22,16 @@ struct StageCosts {
       0;  // A: allocated by F, held until B (A - G released) and W (G released)
   int64_t weight_grad_bytes = 0;  // G: the part of A that W still needs after B
   int64_t offloadable_bytes = 0;  // O <= A: what an offload moves to host and a reload brings back
+  double recompute_forward = 0;   // T_R: duration of R, the forward run again before B
+  // C <= A: what F keeps (the stage input) when the activation is recomputed. Unset: the stage
+  // cannot recompute.
+  std::optional<int64_t> checkpoint_bytes = std::nullopt;
+
+  bool can_recompute() const { return checkpoint_bytes.has_value(); }
+  // A - C: what F of a recomputed activation frees at its end and R allocates again.
+  int64_t recomputed_bytes() const {
+    return activation_bytes - checkpoint_bytes.value_or(activation_bytes);
+  }
 };
 
 enum class ChannelMode { kShared, kDuplex };

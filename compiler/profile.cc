@@ -32,10 +32,10 @@ constexpr int64_t kMaxBytes = int64_t{1} << 50;  // 1024TiB
 constexpr double kMinGbPerS = 1e-3;
 constexpr double kMaxGbPerS = 1e6;
 
-constexpr std::array<std::string_view, 3> kTimeKeys = {"forward", "backward_input",
-                                                       "backward_weight"};
-constexpr std::array<std::string_view, 3> kSizeKeys = {"activation_bytes", "weight_grad_bytes",
-                                                       "offloadable_bytes"};
+constexpr std::array<std::string_view, 4> kTimeKeys = {"forward", "backward_input",
+                                                       "backward_weight", "recompute_forward"};
+constexpr std::array<std::string_view, 4> kSizeKeys = {"activation_bytes", "weight_grad_bytes",
+                                                       "offloadable_bytes", "checkpoint_bytes"};
 
 struct SizeUnit {
   std::string_view name;
@@ -107,7 +107,6 @@ std::string format_bytes(int64_t bytes) {
   return fmt::format("{}B", bytes);
 }
 
-
 int64_t read_size(const JsonField& field) {
   if (field.value().is_string()) return parse_size(field.value().get<std::string>(), field.where());
   return field.integer(0, kMaxBytes,
@@ -178,7 +177,7 @@ void read_pipeline(const JsonField& pipeline, Problem& problem) {
   read_placement(pipeline.find("placement"), problem);
 }
 
-// A part of the activation (G or O) must fit in it.
+// A part of the activation (G, O or C) must fit in it.
 int64_t read_part_of_activation(const JsonField& field, int64_t activation_bytes, int stage) {
   const int64_t bytes = read_size(field);
   if (bytes > activation_bytes) {
@@ -186,6 +185,23 @@ int64_t read_part_of_activation(const JsonField& field, int64_t activation_bytes
                                  format_bytes(activation_bytes), format_bytes(bytes)));
   }
   return bytes;
+}
+
+// Recompute is enabled for a stage by its checkpoint bytes; T_R defaults to T_F.
+void read_recompute(int stage, const std::optional<JsonField>& recompute_forward,
+                    const std::optional<JsonField>& checkpoint_bytes, StageCosts& costs) {
+  costs.recompute_forward =
+      recompute_forward ? recompute_forward->non_negative_number(kMaxTime) : costs.forward;
+  if (checkpoint_bytes) {
+    costs.checkpoint_bytes =
+        read_part_of_activation(*checkpoint_bytes, costs.activation_bytes, stage);
+  } else if (recompute_forward) {
+    recompute_forward->fail_plain(
+        fmt::format("stage {} has no checkpoint_bytes, which recompute needs; set checkpoint_bytes "
+                    "(what F keeps when the activation is recomputed, usually the stage input) in "
+                    "its stages[] entry or stage_defaults",
+                    stage));
+  }
 }
 
 // Costs of one stage: each key from the stage's own entry, else from stage_defaults.
@@ -222,6 +238,7 @@ StageCosts read_stage_costs(int stage, const std::optional<JsonField>& entry,
   if (auto field = find("offloadable_bytes")) {
     costs.offloadable_bytes = read_part_of_activation(*field, costs.activation_bytes, stage);
   }
+  read_recompute(stage, find("recompute_forward"), find("checkpoint_bytes"), costs);
   return costs;
 }
 
@@ -240,14 +257,16 @@ void read_stages(const JsonField& root, Problem& problem) {
   const std::optional<JsonField> defaults = root.find("stage_defaults");
   if (defaults) {
     defaults->expect_object({"forward", "backward_input", "backward_weight", "activation_bytes",
-                             "weight_grad_bytes", "offloadable_bytes"});
+                             "weight_grad_bytes", "offloadable_bytes", "recompute_forward",
+                             "checkpoint_bytes"});
     check_stage_defaults(*defaults);
   }
   std::vector<std::optional<JsonField>> entry_of_stage(num_stages);
   if (auto list = root.find("stages")) {
     for (const JsonField& entry : list->items()) {
       entry.expect_object({"index", "forward", "backward_input", "backward_weight",
-                           "activation_bytes", "weight_grad_bytes", "offloadable_bytes"});
+                           "activation_bytes", "weight_grad_bytes", "offloadable_bytes",
+                           "recompute_forward", "checkpoint_bytes"});
       const JsonField index_field = entry.get("index", "the stage this entry describes");
       const auto index = static_cast<int>(index_field.integer(
           0, num_stages - 1, fmt::format("must be a stage index in [0, {})", num_stages)));

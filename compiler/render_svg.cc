@@ -38,6 +38,8 @@ const char* colour_of(Op op) {
       return "#b279a2";
     case Op::kReload:
       return "#9d755d";
+    case Op::kRecompute:
+      return "#72b7b2";
   }
   return "#888888";
 }
@@ -56,6 +58,8 @@ const char* meaning_of(Op op) {
       return "(D2H)";
     case Op::kReload:
       return "(H2D)";
+    case Op::kRecompute:
+      return "recompute";
   }
   return "";
 }
@@ -154,7 +158,7 @@ class SvgBuilder {
         problem_.chunks_per_rank > 1 ? "stage:microbatch" : "microbatch");
     double x = kLeft;
     for (Op op : {Op::kForward, Op::kBackwardInput, Op::kBackwardWeight, Op::kBackward,
-                  Op::kOffload, Op::kReload}) {
+                  Op::kRecompute, Op::kOffload, Op::kReload}) {
       out_ += fmt::format(
           "<rect class=\"legend\" x=\"{:.0f}\" y=\"50\" width=\"12\" height=\"12\" fill=\"{}\"/>"
           "<text x=\"{:.0f}\" y=\"60\">{} {}</text>\n",

@@ -9,7 +9,8 @@
 namespace optpipe {
 
 namespace {
-constexpr std::array<std::string_view, 6> kOpNames = {"F", "B", "W", "BW", "OFFLOAD", "RELOAD"};
+constexpr std::array<std::string_view, kNumOps> kOpNames = {"F",       "B",      "W", "BW",
+                                                            "OFFLOAD", "RELOAD", "R"};
 }  // namespace
 
 bool is_compute(Op op) {

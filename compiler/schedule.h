@@ -17,11 +17,13 @@ enum class Op : uint8_t {
   kBackward,        // BW: B and W fused, back to back
   kOffload,         // D2H copy of the offloadable part of an activation
   kReload,          // H2D copy back before the backward
+  kRecompute,       // R: the forward run again from the checkpoint, before the backward
 };
+inline constexpr int kNumOps = static_cast<int>(Op::kRecompute) + 1;
 
 bool is_compute(Op op);
 bool is_transfer(Op op);
-// Short names used in every file format: F, B, W, BW, OFFLOAD, RELOAD.
+// Short names used in every file format: F, B, W, BW, OFFLOAD, RELOAD, R.
 std::string_view to_string(Op op);
 std::optional<Op> parse_op(std::string_view name);
 

@@ -59,7 +59,7 @@ Action read_action(const JsonField& field) {
   field.expect_object({"op", "stage", "microbatch", "start", "end", "bytes"});
   const JsonField op_field = field.get("op");
   const auto op = parse_op(op_field.string());
-  if (!op) op_field.fail("must be one of F, B, W, BW, OFFLOAD, RELOAD");
+  if (!op) op_field.fail("must be one of F, B, W, BW, R, OFFLOAD, RELOAD");
   Action action;
   action.ref = {*op, static_cast<int>(field.get("stage").integer(0, 1 << 20)),
                 static_cast<int>(field.get("microbatch").integer(0, 1 << 24))};

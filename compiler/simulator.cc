@@ -121,6 +121,11 @@ class Simulation {
                                                  "link",
                                                  describe(ref)));
         }
+        if (ref.op == Op::kRecompute && !problem_.stages[ref.stage].can_recompute()) {
+          throw Error(kExitInternal, fmt::format("order lists {} but stage {} has no "
+                                                 "checkpoint_bytes",
+                                                 describe(ref), ref.stage));
+        }
         if (listed_[ref]) {
           throw Error(kExitInternal, fmt::format("order lists {} twice", describe(ref)));
         }
@@ -135,7 +140,8 @@ class Simulation {
       return listed_[{Op::kBackward, s, j}] ? BackwardForm::kFused : BackwardForm::kSplit;
     };
     auto offloaded = [this](int s, int j) { return listed_[{Op::kReload, s, j}] != 0; };
-    return predecessors(problem_, ref, form, offloaded);
+    auto recomputed = [this](int s, int j) { return listed_[{Op::kRecompute, s, j}] != 0; };
+    return predecessors(problem_, ref, form, offloaded, recomputed);
   }
 
   // Earliest start allowed by dependencies, or NaN while one of them has not been timed.

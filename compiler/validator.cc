@@ -58,6 +58,12 @@ class Validation {
         if (is_transfer(a.ref.op) && !problem_.offload) {
           return violation(what + ": transfer but the profile has no offload link");
         }
+        if (a.ref.op == Op::kRecompute && !problem_.stages[a.ref.stage].can_recompute()) {
+          return violation(fmt::format(
+              "{}: stage {} cannot recompute: the profile gives it no checkpoint_bytes; set "
+              "checkpoint_bytes for it (what F keeps, usually the stage input)",
+              what, a.ref.stage));
+        }
         if (!std::isfinite(a.start) || !std::isfinite(a.end) || a.start < 0) {
           return violation(fmt::format("{}: bad times [{}, {}]", what, a.start, a.end));
         }
@@ -100,6 +106,15 @@ class Validation {
           return violation(fmt::format("{}: needs one RELOAD per OFFLOAD; has {} and {}", where,
                                        n(Op::kOffload), n(Op::kReload)));
         }
+        if (n(Op::kRecompute) > 1) {
+          return violation(fmt::format("{}: R appears {} times, expected at most once", where,
+                                       n(Op::kRecompute)));
+        }
+        if (n(Op::kRecompute) > 0 && n(Op::kOffload) > 0) {
+          return violation(fmt::format(
+              "{}: both offloaded and recomputed; an activation is kept, offloaded or recomputed",
+              where));
+        }
       }
     }
     return std::nullopt;
@@ -110,9 +125,10 @@ class Validation {
       return count_[{Op::kBackward, s, j}] ? BackwardForm::kFused : BackwardForm::kSplit;
     };
     auto offloaded = [this](int s, int j) { return count_[{Op::kOffload, s, j}] > 0; };
+    auto recomputed = [this](int s, int j) { return count_[{Op::kRecompute, s, j}] > 0; };
     for (int r = 0; r < problem_.ranks; ++r) {
       for (const Action& a : schedule_.ranks[r]) {
-        for (const Predecessor& p : predecessors(problem_, a.ref, form, offloaded)) {
+        for (const Predecessor& p : predecessors(problem_, a.ref, form, offloaded, recomputed)) {
           const Action& pred = *slot_[p.pred];
           if (!at_or_before(pred.end + p.lag, a.start)) {
             return violation(

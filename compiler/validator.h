@@ -14,9 +14,10 @@ struct Violation {
 };
 
 // Checks, in this order: every action is well formed (stage on its rank, duration and bytes as the
-// profile says); completeness (F once; B and W, or BW, once; a reload exactly for each offload);
-// dependencies with p2p latency; one compute op at a time per rank; one transfer at a time per
-// copy channel; live memory within budget on every rank. Returns the first violation found.
+// profile says, R only where the stage has checkpoint bytes); completeness (F once; B and W, or BW,
+// once; a reload exactly for each offload; R at most once, never for an offloaded activation);
+// dependencies with p2p latency; one compute op (R included) at a time per rank; one transfer at a
+// time per copy channel; live memory within budget on every rank. Returns the first violation.
 std::optional<Violation> validate(const Problem& problem, const Schedule& schedule);
 
 // Tolerance for comparing times: schedules read from files carry rounded decimals.

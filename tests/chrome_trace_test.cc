@@ -92,6 +92,14 @@ TEST(ChromeTrace, TransfersGoOnTheirOwnTracks) {
   EXPECT_EQ(transfers, 6);
 }
 
+TEST(ChromeTrace, RecomputeGoesOnTheComputeTrackAndLowersTheMemoryCounter) {
+  Problem p = uniform_problem(3, 1, 4);
+  const Schedule s = testing::recomputing_1f1b(p, 100);
+  ASSERT_FALSE(validate(p, s));
+  expect_complete_trace(p, s);  // R on the compute track; counter peaks = metrics' peaks
+  EXPECT_EQ(compute_metrics(p, s).ranks[0].peak_bytes, p.static_bytes[0] + 2 * 100 + 1000);
+}
+
 TEST(ChromeTrace, TimesAreMicroseconds) {
   const Problem p = uniform_problem(1, 1, 1);  // F at [0, 1] ms
   const Schedule s = simulate(p, one_f_one_b_order(p), "1f1b");

@@ -169,6 +169,9 @@ TEST(estimate, ProfileOfTheSmallModel) {
   EXPECT_DOUBLE_EQ(stages[1]["backward_weight"].get<double>(), (12582912 + 16384000) / 5e10);
   EXPECT_EQ(stages[1]["activation_bytes"], 606208 + 800768);
   EXPECT_EQ(stages[1]["weight_grad_bytes"], 262144 + 272384);
+  // Recompute keeps the stage input, one s b h bf16 hidden state, and reruns F.
+  EXPECT_EQ(stages[0]["checkpoint_bytes"], 16384);
+  EXPECT_EQ(stages[1]["recompute_forward"], stages[1]["forward"]);
   // One s b h bf16 message (16384 bytes) at 50 GB/s.
   EXPECT_DOUBLE_EQ(profile["p2p_latency"].get<double>(), 16384 / 50e6);
   EXPECT_EQ(profile["memory"]["budget_bytes"], int64_t{1} << 30);
@@ -183,6 +186,7 @@ TEST(estimate, ProfileOfTheSmallModel) {
   const Problem problem = parse_profile(profile.dump(), "estimated");
   EXPECT_EQ(problem.num_stages(), 2);
   EXPECT_EQ(problem.stages[1].activation_bytes, 606208 + 800768);
+  EXPECT_EQ(problem.stages[1].checkpoint_bytes, 16384);
   EXPECT_EQ(problem.static_bytes[0], 113152 * 16 + 1048576);
   ASSERT_TRUE(problem.offload.has_value());
   EXPECT_EQ(problem.offload->link_group_of_rank, (std::vector<int>{0, 0}));
@@ -200,6 +204,19 @@ TEST(estimate, VShapePutsEmbeddingAndHeadOnRankZero) {
   const int64_t layers_bytes = 4 * 49152 * 16 + 1048576;  // 2 stages of 2 layers
   EXPECT_EQ(profile["memory"]["per_rank"][0]["static_bytes"], layers_bytes + 128000 * 16);
   EXPECT_EQ(profile["memory"]["per_rank"][1]["static_bytes"], layers_bytes);
+  EXPECT_NO_THROW(parse_profile(profile.dump(), "estimated"));
+}
+
+TEST(estimate, CheckpointBytesAreTheStageInputCappedAtTheActivation) {
+  json document = small_model();
+  document["pipeline"]["ranks"] = 4;  // layers {0, 1, 1, 0}
+  const json profile = estimate_profile(parse(document));
+  // Stage 0 holds the embedding only: its activation, the dropout mask (s b h bytes), is smaller
+  // than the s b h bf16 hidden state.
+  EXPECT_EQ(profile["stages"][0]["activation_bytes"], 8192);
+  EXPECT_EQ(profile["stages"][0]["checkpoint_bytes"], 8192);
+  EXPECT_EQ(profile["stages"][1]["checkpoint_bytes"], 16384);
+  EXPECT_EQ(profile["stages"][3]["checkpoint_bytes"], 16384);
   EXPECT_NO_THROW(parse_profile(profile.dump(), "estimated"));
 }
 

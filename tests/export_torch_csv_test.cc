@@ -369,6 +369,16 @@ TEST(ExportTorchCsv, RowsKeepEachRanksComputeOrderAndLeaveTransfersOut) {
   EXPECT_EQ(check_torch_csv(p, csv, TorchDialect::kTorch26), "");
 }
 
+TEST(ExportTorchCsv, RecomputesHaveNoToken) {
+  Problem p = uniform_problem(3, 1, 4);
+  const Schedule recomputing = testing::recomputing_1f1b(p, 100);
+  ASSERT_FALSE(validate(p, recomputing));
+  const Schedule plain = simulate(p, one_f_one_b_order(p), "1f1b");
+  const std::string csv = export_torch_csv(p, recomputing);
+  EXPECT_EQ(csv, export_torch_csv(p, plain));  // the same compute order, R left out
+  EXPECT_EQ(check_torch_csv(p, csv, TorchDialect::kTorch26), "");
+}
+
 TEST(ExportTorchCsv, InterleavedUsesGlobalStageIds) {
   const Problem p = uniform_problem(2, 2, 4);
   const Schedule s = simulate(p, interleaved_1f1b_order(p), "interleaved-1f1b");

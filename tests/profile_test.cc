@@ -106,6 +106,11 @@ void expect_consistent(const Problem& p) {
     EXPECT_LE(c.weight_grad_bytes, c.activation_bytes);
     EXPECT_GE(c.offloadable_bytes, 0);
     EXPECT_LE(c.offloadable_bytes, c.activation_bytes);
+    EXPECT_TRUE(std::isfinite(c.recompute_forward) && c.recompute_forward >= 0);
+    if (c.checkpoint_bytes) {
+      EXPECT_GE(*c.checkpoint_bytes, 0);
+      EXPECT_LE(*c.checkpoint_bytes, c.activation_bytes);
+    }
   }
   EXPECT_TRUE(std::isfinite(p.p2p_latency) && p.p2p_latency >= 0);
   ASSERT_EQ(static_cast<int>(p.budget_bytes.size()), p.ranks);
@@ -178,6 +183,8 @@ TEST(ProfileDefaults, OptionalKeysTakeTheirDefaults) {
   EXPECT_EQ(p.budget_bytes, (std::vector<int64_t>{16 * kGiB, 16 * kGiB}));
   EXPECT_EQ(p.stages[1].weight_grad_bytes, 0);
   EXPECT_EQ(p.stages[1].offloadable_bytes, kGiB);  // O defaults to A
+  EXPECT_EQ(p.stages[1].recompute_forward, 1);     // T_R defaults to T_F
+  EXPECT_FALSE(p.stages[1].can_recompute());       // no checkpoint_bytes: no recompute
   EXPECT_FALSE(p.offload.has_value());
   EXPECT_EQ(parse(minimal_profile(), "").name, "profile");
 }
@@ -205,6 +212,19 @@ TEST(ProfileOverrides, StageEntriesOverrideDefaults) {
   EXPECT_EQ(p.stages[1].activation_bytes, 2 * kGiB);
   EXPECT_EQ(p.stages[1].weight_grad_bytes, 512 * kMiB);
   EXPECT_EQ(p.stages[1].offloadable_bytes, 1000);
+}
+
+TEST(ProfileOverrides, CheckpointBytesEnableRecompute) {
+  json profile = minimal_profile();
+  profile["stage_defaults"]["checkpoint_bytes"] = "64MiB";
+  profile["stages"] = {{{"index", 1}, {"forward", 3}, {"recompute_forward", 2.5}}};
+  const Problem p = parse(profile);
+  ASSERT_TRUE(p.stages[0].can_recompute());
+  EXPECT_EQ(*p.stages[0].checkpoint_bytes, 64 * kMiB);
+  EXPECT_EQ(p.stages[0].recomputed_bytes(), kGiB - 64 * kMiB);
+  EXPECT_EQ(p.stages[0].recompute_forward, 1);
+  EXPECT_EQ(p.stages[1].recompute_forward, 2.5);
+  EXPECT_EQ(*p.stages[1].checkpoint_bytes, 64 * kMiB);
 }
 
 TEST(ProfileOverrides, StagesAloneNeedNoDefaults) {
@@ -430,6 +450,17 @@ TEST(ProfileErrors, EachMistakeNamesItsField) {
        "stages[0].offloadable_bytes: must be <= activation_bytes of stage 1 (1GiB), got 1025MiB"},
       {"unused default still checked", set("/stage_defaults/offloadable_bytes", "lots"),
        "stage_defaults.offloadable_bytes: must be a size like"},
+      {"C above A", set("/stages", {{{"index", 1}, {"checkpoint_bytes", "2GiB"}}}),
+       "profile.json: stages[0].checkpoint_bytes: must be <= activation_bytes of stage 1 (1GiB), "
+       "got 2GiB"},
+      {"bad checkpoint size", set("/stage_defaults/checkpoint_bytes", "1.5"),
+       "stage_defaults.checkpoint_bytes: must be a whole number of bytes"},
+      {"negative recompute time", set("/stage_defaults/recompute_forward", -1),
+       "stage_defaults.recompute_forward: must be a number >= 0, got -1"},
+      {"recompute time without checkpoint bytes",
+       set("/stages", {{{"index", 1}, {"recompute_forward", 2}}}),
+       "profile.json: stages[0].recompute_forward: stage 1 has no checkpoint_bytes, which "
+       "recompute needs; set checkpoint_bytes"},
       {"missing cost, stage entry",
        [](json& j) {
          j["stage_defaults"].erase("forward");

@@ -201,6 +201,15 @@ TEST(RenderSvg, DrawsOffloadAndReloadLanes) {
   EXPECT_NE(svg.find(">H2D<"), std::string::npos);
 }
 
+TEST(RenderSvg, DrawsRecomputesInTheComputeRow) {
+  Problem p = uniform_problem(2, 1, 3);
+  const Schedule s = testing::recomputing_1f1b(p, 100);
+  expect_complete_svg(p, s);
+  const std::string svg = render_svg(p, s, compute_metrics(p, s));
+  EXPECT_EQ(count_of(svg, "<rect class=\"action R\""), 6u);
+  EXPECT_NE(svg.find(">R recompute<"), std::string::npos);  // its legend entry
+}
+
 TEST(RenderSvg, EscapesNamesAndFlagsOverBudget) {
   Problem p = uniform_problem(2, 1, 4);
   p.name = "a<b & \"c\"";

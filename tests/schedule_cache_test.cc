@@ -28,6 +28,12 @@ TEST(CacheKey, IgnoresDifferencesBelowThePrecisionOnly) {
   Problem tighter = p;
   tighter.budget_bytes[0] -= 1;
   EXPECT_NE(cache_key(p, "auto"), cache_key(tighter, "auto"));
+  Problem recomputing = p;
+  recomputing.stages[3].checkpoint_bytes = 1 << 22;
+  EXPECT_NE(cache_key(p, "auto"), cache_key(recomputing, "auto"));
+  Problem cheaper_checkpoint = recomputing;
+  cheaper_checkpoint.stages[3].checkpoint_bytes = 1 << 21;
+  EXPECT_NE(cache_key(recomputing, "auto"), cache_key(cheaper_checkpoint, "auto"));
 }
 
 class CacheCompile : public ::testing::Test {

@@ -40,6 +40,27 @@ TEST(ScheduleJson, RoundTripKeepsEveryActionAndTheProfileIdentity) {
   }
 }
 
+TEST(ScheduleJson, RoundTripKeepsRecomputes) {
+  Problem problem = testing::uniform_problem(3, 1, 4);
+  const Schedule schedule = testing::recomputing_1f1b(problem, 100);
+  const nlohmann::json json =
+      schedule_to_json(problem, schedule, compute_metrics(problem, schedule));
+  const nlohmann::json& first_recompute = json["ranks"][2]["actions"][1];
+  EXPECT_EQ(first_recompute["op"], "R");
+  EXPECT_FALSE(first_recompute.contains("bytes"));  // compute: no bytes moved
+  const ScheduleFile back = parse_schedule_json(json.dump(), "s.json");
+  ASSERT_EQ(back.schedule.ranks.size(), schedule.ranks.size());
+  for (size_t r = 0; r < schedule.ranks.size(); ++r) {
+    ASSERT_EQ(back.schedule.ranks[r].size(), schedule.ranks[r].size());
+    for (size_t i = 0; i < schedule.ranks[r].size(); ++i) {
+      EXPECT_EQ(back.schedule.ranks[r][i].ref, schedule.ranks[r][i].ref);
+      EXPECT_EQ(back.schedule.ranks[r][i].start, schedule.ranks[r][i].start);
+      EXPECT_EQ(back.schedule.ranks[r][i].end, schedule.ranks[r][i].end);
+    }
+  }
+  EXPECT_FALSE(validate(problem, back.schedule));
+}
+
 std::string error_of(const std::string& text) {
   try {
     parse_schedule_json(text, "s.json");
@@ -59,7 +80,8 @@ TEST(ScheduleJson, RefusesBadFilesNamingTheField) {
             std::string::npos);
   bad = good;
   bad["ranks"][1]["actions"][0]["op"] = "X";
-  EXPECT_NE(error_of(bad.dump()).find("ranks[1].actions[0].op"), std::string::npos)
+  EXPECT_NE(error_of(bad.dump()).find("ranks[1].actions[0].op: must be one of F, B, W, BW, R,"),
+            std::string::npos)
       << error_of(bad.dump());
   bad = good;
   bad["ranks"][0]["actions"][2]["start"] = -1;

@@ -123,5 +123,52 @@ TEST(Simulator, LinkGroupSharesChannelsAcrossRanks) {
   EXPECT_DOUBLE_EQ(find(shared, 0, {Op::kBackward, 0, 0}).end, 10.0);
 }
 
+Problem recompute_problem(int ranks) {
+  testing::UniformCosts costs{1, 2, 1};
+  costs.checkpoint_bytes = 100;
+  Problem p = uniform_problem(ranks, 1, 1, costs);
+  p.stages[0].recompute_forward = 0.5;
+  return p;
+}
+
+TEST(Simulator, RecomputeRunsOnTheComputeStreamBetweenForwardAndBackward) {
+  const Problem p = recompute_problem(2);
+  Order order{{{{Op::kForward, 0, 0}, {Op::kRecompute, 0, 0}, {Op::kBackward, 0, 0}},
+               {{Op::kForward, 1, 0}, {Op::kBackward, 1, 0}}}};
+  const Schedule s = simulate(p, order, "recompute");
+  // R runs as soon as F0 has ended and the rank is free; BW0 waits for BW1 [2, 5].
+  EXPECT_DOUBLE_EQ(find(s, 0, {Op::kRecompute, 0, 0}).start, 1.0);
+  EXPECT_DOUBLE_EQ(find(s, 0, {Op::kRecompute, 0, 0}).end, 1.5);
+  EXPECT_DOUBLE_EQ(find(s, 0, {Op::kBackward, 0, 0}).start, 5.0);
+  EXPECT_FALSE(validate(p, s));
+
+  // With one stage R lies on the critical path: BW starts when R ends.
+  const Problem one = recompute_problem(1);
+  const Schedule alone = simulate(
+      one, Order{{{{Op::kForward, 0, 0}, {Op::kRecompute, 0, 0}, {Op::kBackward, 0, 0}}}}, "r");
+  EXPECT_DOUBLE_EQ(find(alone, 0, {Op::kBackward, 0, 0}).start, 1.5);
+  EXPECT_FALSE(validate(one, alone));
+}
+
+TEST(Simulator, ABackwardListedBeforeItsRecomputeDeadlocks) {
+  const Problem p = recompute_problem(1);
+  Order order{{{{Op::kForward, 0, 0}, {Op::kBackward, 0, 0}, {Op::kRecompute, 0, 0}}}};
+  try {
+    simulate(p, order, "late recompute");
+    FAIL() << "expected a deadlock";
+  } catch (const DeadlockError& e) {
+    EXPECT_NE(std::string(e.what()).find("rank 0: BW(s0, mb0) waits for R(s0, mb0)"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+TEST(Simulator, RejectsARecomputeOnAStageWithoutCheckpointBytes) {
+  Problem p = recompute_problem(1);
+  p.stages[0].checkpoint_bytes.reset();
+  Order order{{{{Op::kForward, 0, 0}, {Op::kRecompute, 0, 0}, {Op::kBackward, 0, 0}}}};
+  EXPECT_THROW(simulate(p, order, "no checkpoint"), Error);
+}
+
 }  // namespace
 }  // namespace optpipe

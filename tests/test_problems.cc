@@ -19,9 +19,16 @@ Problem uniform_problem(int ranks, int chunks, int microbatches, UniformCosts co
   p.microbatches = microbatches;
   p.placement = placement;
   p.rank_of_stage = place_stages(placement, ranks, chunks);
-  p.stages.assign(ranks * chunks, StageCosts{costs.forward, costs.backward_input,
-                                             costs.backward_weight, costs.activation_bytes,
-                                             costs.weight_grad_bytes, costs.activation_bytes});
+  StageCosts stage;
+  stage.forward = costs.forward;
+  stage.backward_input = costs.backward_input;
+  stage.backward_weight = costs.backward_weight;
+  stage.activation_bytes = costs.activation_bytes;
+  stage.weight_grad_bytes = costs.weight_grad_bytes;
+  stage.offloadable_bytes = costs.activation_bytes;
+  stage.recompute_forward = costs.forward;
+  stage.checkpoint_bytes = costs.checkpoint_bytes;
+  p.stages.assign(ranks * chunks, stage);
   p.p2p_latency = p2p_latency;
   p.static_bytes.assign(ranks, 1 << 20);
   p.budget_bytes.assign(ranks, (int64_t{1} << 20) + costs.activation_bytes * chunks *
@@ -93,6 +100,25 @@ Schedule offloading_1f1b(Problem& problem) {
   }
   order.ranks[0] = with_transfers;
   return simulate(problem, order, "1f1b+offload");
+}
+
+Order recompute_all(Order order) {
+  for (auto& refs : order.ranks) {
+    std::vector<OpRef> with_recompute;
+    for (const OpRef& ref : refs) {
+      if (ref.op == Op::kBackwardInput || ref.op == Op::kBackward) {
+        with_recompute.push_back({Op::kRecompute, ref.stage, ref.microbatch});
+      }
+      with_recompute.push_back(ref);
+    }
+    refs = std::move(with_recompute);
+  }
+  return order;
+}
+
+Schedule recomputing_1f1b(Problem& problem, int64_t checkpoint_bytes) {
+  for (StageCosts& stage : problem.stages) stage.checkpoint_bytes = checkpoint_bytes;
+  return simulate(problem, recompute_all(one_f_one_b_order(problem)), "1f1b+recompute");
 }
 
 }  // namespace optpipe::testing

@@ -1,6 +1,8 @@
 // Problems built in code for tests: uniform ones for closed forms, random ones for properties.
 #pragma once
 
+#include <cstdint>
+#include <optional>
 #include <random>
 #include <string>
 
@@ -16,6 +18,7 @@ struct UniformCosts {
   double backward_weight = 1;
   int64_t activation_bytes = 1000;
   int64_t weight_grad_bytes = 0;  // peak bytes / A then counts activations awaiting their B
+  std::optional<int64_t> checkpoint_bytes = std::nullopt;  // unset: no stage can recompute
 };
 
 // R ranks, v chunks, m microbatches, every stage alike, ample memory, no offload link.
@@ -37,5 +40,12 @@ TimedSchedule run_generator(const std::string& method, const Problem& problem);
 // 1F1B with rank 0 offloading every activation after its F and reloading it before its backward;
 // gives `problem` a duplex offload link of 1000 bytes per time unit, each rank its own group.
 Schedule offloading_1f1b(Problem& problem);
+
+// `order` with R(s, j) inserted right before each backward (B or BW) of every activation.
+Order recompute_all(Order order);
+
+// 1F1B recomputing every activation: every stage keeps `checkpoint_bytes` after F and runs R
+// (as long as F) right before its backward.
+Schedule recomputing_1f1b(Problem& problem, int64_t checkpoint_bytes);
 
 }  // namespace optpipe::testing

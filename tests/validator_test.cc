@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include "compiler/metrics.h"
 #include "compiler/simulator.h"
 #include "heuristics/classic.h"
 #include "tests/test_problems.h"
@@ -154,6 +155,105 @@ TEST_F(TransferValidatorTest, FindsAnOffloadWithoutReload) {
   std::erase_if(actions, [](const Action& a) { return a.ref == OpRef{Op::kReload, 0, 0}; });
   EXPECT_NE(violation_of(problem_, schedule_).find("needs one RELOAD per OFFLOAD"),
             std::string::npos);
+}
+
+// 1F1B on 4 ranks recomputing every activation: F keeps 100 of its 1000 bytes, R brings 900 back.
+class RecomputeValidatorTest : public ::testing::Test {
+ protected:
+  static constexpr int64_t kCheckpoint = 100;
+  Problem problem_ = uniform_problem(4, 1, 8);
+  Schedule schedule_ = testing::recomputing_1f1b(problem_, kCheckpoint);
+
+  void set_activation_budget(int64_t bytes) {
+    for (int r = 0; r < problem_.ranks; ++r) {
+      problem_.budget_bytes[r] = problem_.static_bytes[r] + bytes;
+    }
+  }
+};
+
+TEST_F(RecomputeValidatorTest, AcceptsTheSimulatedRecomputes) {
+  EXPECT_EQ(violation_of(problem_, schedule_), "OK");
+}
+
+TEST_F(RecomputeValidatorTest, OnlyRecomputeFitsABudgetPlain1F1BExceeds) {
+  // Rank 0 keeps 3 checkpoints while an F (or 4 while an R) holds a whole activation: 1300 bytes.
+  // Plain 1F1B holds 4 whole activations there: 4000.
+  const int64_t A = problem_.stages[0].activation_bytes;
+  set_activation_budget(3 * kCheckpoint + A);
+  EXPECT_EQ(violation_of(problem_, schedule_), "OK");
+  EXPECT_EQ(compute_metrics(problem_, schedule_).ranks[0].peak_bytes, problem_.budget_bytes[0]);
+  const Schedule plain = simulate(problem_, one_f_one_b_order(problem_), "1f1b");
+  EXPECT_NE(violation_of(problem_, plain).find("rank 0: memory"), std::string::npos);
+  set_activation_budget(3 * kCheckpoint + A - 1);
+  EXPECT_NE(violation_of(problem_, schedule_).find("exceeds the budget"), std::string::npos);
+}
+
+TEST_F(RecomputeValidatorTest, FindsABackwardThatStartsBeforeItsRecomputeEnds) {
+  Action& recompute = find(schedule_, {Op::kRecompute, 3, 2});
+  const Action& backward = find(schedule_, {Op::kBackward, 3, 2});
+  const double shift = backward.start - recompute.end + 0.5;
+  recompute.start += shift;
+  recompute.end += shift;
+  EXPECT_NE(violation_of(problem_, schedule_).find("BW(s3, mb2) starts at"), std::string::npos)
+      << violation_of(problem_, schedule_);
+}
+
+TEST_F(RecomputeValidatorTest, FindsARecomputeBeforeItsForwardEnds) {
+  Action& recompute = find(schedule_, {Op::kRecompute, 1, 5});
+  const Action& forward = find(schedule_, {Op::kForward, 1, 5});
+  const double shift = recompute.start - forward.start;
+  recompute.start -= shift;
+  recompute.end -= shift;
+  EXPECT_NE(violation_of(problem_, schedule_).find("R(s1, mb5) starts at"), std::string::npos)
+      << violation_of(problem_, schedule_);
+}
+
+TEST_F(RecomputeValidatorTest, FindsARecomputeOnAStageWithoutCheckpointBytes) {
+  problem_.stages[2].checkpoint_bytes.reset();
+  EXPECT_NE(violation_of(problem_, schedule_)
+                .find("stage 2 cannot recompute: the profile gives it no checkpoint_bytes; set "
+                      "checkpoint_bytes for it"),
+            std::string::npos)
+      << violation_of(problem_, schedule_);
+}
+
+TEST_F(RecomputeValidatorTest, FindsARecomputeTwice) {
+  schedule_.ranks[0].push_back(find(schedule_, {Op::kRecompute, 0, 4}));
+  EXPECT_NE(violation_of(problem_, schedule_)
+                .find("stage 0 microbatch 4: R appears 2 times, expected at most once"),
+            std::string::npos);
+}
+
+TEST_F(RecomputeValidatorTest, FindsAnActivationBothOffloadedAndRecomputed) {
+  problem_.offload = OffloadLink{1000, 1000, ChannelMode::kDuplex, {0, 1, 2, 3}};
+  const Action& forward = find(schedule_, {Op::kForward, 0, 0});
+  const int64_t bytes = problem_.stages[0].offloadable_bytes;
+  schedule_.ranks[0].push_back({{Op::kOffload, 0, 0}, forward.end, forward.end + 1, bytes});
+  schedule_.ranks[0].push_back({{Op::kReload, 0, 0}, forward.end + 1, forward.end + 2, bytes});
+  EXPECT_NE(
+      violation_of(problem_, schedule_).find("stage 0 microbatch 0: both offloaded and recomputed"),
+      std::string::npos)
+      << violation_of(problem_, schedule_);
+}
+
+TEST(RecomputeMemory, RecomputeAllocatesAtItsStart) {
+  // One rank: F0 F1 keep 100 bytes each; R0 and R1 bring 900 each back before either backward.
+  testing::UniformCosts costs;
+  costs.checkpoint_bytes = 100;
+  Problem problem = uniform_problem(1, 1, 2, costs);
+  Order order{{{{Op::kForward, 0, 0},
+                {Op::kForward, 0, 1},
+                {Op::kRecompute, 0, 0},
+                {Op::kRecompute, 0, 1},
+                {Op::kBackward, 0, 0},
+                {Op::kBackward, 0, 1}}}};
+  const Schedule schedule = simulate(problem, order, "recompute-early");
+  problem.budget_bytes[0] = problem.static_bytes[0] + 2000;
+  EXPECT_EQ(violation_of(problem, schedule), "OK");
+  problem.budget_bytes[0] -= 1;
+  EXPECT_NE(violation_of(problem, schedule).find("(R(s0, mb1)) exceeds the budget"),
+            std::string::npos)
+      << violation_of(problem, schedule);
 }
 
 }  // namespace

@@ -32,9 +32,15 @@ int64_t mebibytes(int64_t bytes) {
 std::string cache_key(const Problem& problem, const std::string& method) {
   nlohmann::json stages = nlohmann::json::array();
   for (const StageCosts& c : problem.stages) {
-    stages.push_back({three_digits(c.forward), three_digits(c.backward_input),
-                      three_digits(c.backward_weight), mebibytes(c.activation_bytes),
-                      mebibytes(c.weight_grad_bytes), mebibytes(c.offloadable_bytes)});
+    nlohmann::json& stage = stages.emplace_back(
+        nlohmann::json::array({three_digits(c.forward), three_digits(c.backward_input),
+                               three_digits(c.backward_weight), mebibytes(c.activation_bytes),
+                               mebibytes(c.weight_grad_bytes), mebibytes(c.offloadable_bytes)}));
+    // Only stages that can recompute add to the key: keys of other problems stay as they were.
+    if (c.can_recompute()) {
+      stage.push_back(three_digits(c.recompute_forward));
+      stage.push_back(mebibytes(*c.checkpoint_bytes));
+    }
   }
   nlohmann::json budgets = nlohmann::json::array();
   for (int r = 0; r < problem.ranks; ++r) {

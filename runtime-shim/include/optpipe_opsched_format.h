@@ -13,7 +13,8 @@ extern "C" {
 
 #define OPSCHED_MAGIC "OPSCHED\0"           /* 8 bytes */
 #define OPSCHED_BYTE_ORDER_MARK 0x01020304u /* written LE: 04 03 02 01 */
-#define OPSCHED_VERSION 1u
+#define OPSCHED_VERSION 2u   /* written; readers also accept version 1 (docs/opsched.md) */
+#define OPSCHED_VERSION_1 1u /* no recompute: 56-byte stage records, no op R */
 
 /* Header: fixed 192 bytes. */
 #define OPSCHED_HEADER_SIZE 192u
@@ -44,15 +45,18 @@ extern "C" {
 #define OPSCHED_METHOD_SIZE 56u
 
 /* Stage record (S of them, in stage order). */
-#define OPSCHED_STAGE_RECORD_SIZE 56u
-#define OPSCHED_STAGE_OFF_RANK 0u     /* u32 rank hosting the stage */
-#define OPSCHED_STAGE_OFF_RESERVED 4u /* u32 0 */
-#define OPSCHED_STAGE_OFF_FORWARD 8u  /* f64 T_F */
-#define OPSCHED_STAGE_OFF_BINPUT 16u  /* f64 T_B */
-#define OPSCHED_STAGE_OFF_BWEIGHT 24u /* f64 T_W */
-#define OPSCHED_STAGE_OFF_ACT 32u     /* i64 A */
-#define OPSCHED_STAGE_OFF_GRAD 40u    /* i64 G */
-#define OPSCHED_STAGE_OFF_OFFL 48u    /* i64 O */
+#define OPSCHED_STAGE_RECORD_SIZE 72u
+#define OPSCHED_STAGE_RECORD_SIZE_V1 56u /* version 1 ends after OPSCHED_STAGE_OFF_OFFL */
+#define OPSCHED_STAGE_OFF_RANK 0u        /* u32 rank hosting the stage */
+#define OPSCHED_STAGE_OFF_RESERVED 4u    /* u32 0 */
+#define OPSCHED_STAGE_OFF_FORWARD 8u     /* f64 T_F */
+#define OPSCHED_STAGE_OFF_BINPUT 16u     /* f64 T_B */
+#define OPSCHED_STAGE_OFF_BWEIGHT 24u    /* f64 T_W */
+#define OPSCHED_STAGE_OFF_ACT 32u        /* i64 A */
+#define OPSCHED_STAGE_OFF_GRAD 40u       /* i64 G */
+#define OPSCHED_STAGE_OFF_OFFL 48u       /* i64 O */
+#define OPSCHED_STAGE_OFF_RECOMPUTE 56u  /* f64 T_R */
+#define OPSCHED_STAGE_OFF_CHECKPOINT 64u /* i64 C, or -1 when the stage cannot recompute */
 
 /* Rank record (R of them, in rank order): the per-rank offset table. */
 #define OPSCHED_RANK_RECORD_SIZE 40u
@@ -81,6 +85,7 @@ extern "C" {
 #define OPSCHED_OP_BW 3u
 #define OPSCHED_OP_OFFLOAD 4u
 #define OPSCHED_OP_RELOAD 5u
+#define OPSCHED_OP_R 6u /* version 2 on */
 
 #define OPSCHED_TRAILER_SIZE 4u /* u32 CRC32 of every byte before it */
 

@@ -20,7 +20,8 @@ extern "C" {
 #pragma GCC visibility push(default) /* the library hides everything but this ABI */
 #endif
 
-#define OPTPIPE_RT_ABI_VERSION 1
+/* 2: op R, stage recompute fields, the recompute callback (appended to optpipe_rt_callbacks). */
+#define OPTPIPE_RT_ABI_VERSION 2
 
 typedef enum optpipe_rt_status {
   OPTPIPE_RT_OK = 0,
@@ -57,7 +58,8 @@ typedef enum optpipe_rt_op {
   OPTPIPE_RT_OP_W = 2,
   OPTPIPE_RT_OP_BW = 3,
   OPTPIPE_RT_OP_OFFLOAD = 4,
-  OPTPIPE_RT_OP_RELOAD = 5
+  OPTPIPE_RT_OP_RELOAD = 5,
+  OPTPIPE_RT_OP_R = 6 /* recompute: the forward again from its checkpoint, before the backward */
 } optpipe_rt_op;
 
 typedef struct optpipe_rt_schedule_info {
@@ -76,6 +78,8 @@ typedef struct optpipe_rt_stage_info {
   int32_t rank;
   double forward, backward_input, backward_weight; /* time unit */
   int64_t activation_bytes, weight_grad_bytes, offloadable_bytes;
+  double recompute_forward; /* time unit */
+  int64_t checkpoint_bytes; /* C: what F keeps of a recomputed activation; -1: cannot recompute */
 } optpipe_rt_stage_info;
 
 typedef struct optpipe_rt_rank_info {
@@ -174,8 +178,8 @@ optpipe_rt_status optpipe_rt_host_pool_usage(const optpipe_rt_rank* rank, int64_
 
 /* Runner. Every callback returns 0 on success; non-zero stops the run with E_CALLBACK. NULL hooks
  * are skipped, except forward and backward_input/backward_weight (or backward, for fused BW
- * schedules) which the schedule needs. p2p hooks are called only where the neighbouring stage
- * lives on another rank. */
+ * schedules), and recompute for schedules with R, which the schedule needs. p2p hooks are called
+ * only where the neighbouring stage lives on another rank. */
 typedef struct optpipe_rt_callbacks {
   int (*forward)(void* user, int stage, int microbatch);
   int (*backward_input)(void* user, int stage, int microbatch);
@@ -192,13 +196,21 @@ typedef struct optpipe_rt_callbacks {
   int (*offload_complete)(void* user, int stage, int microbatch);
   /* RELOAD: a device buffer of `bytes` to bring the activation back into. */
   int (*reload_target)(void* user, int stage, int microbatch, size_t bytes, void** device_ptr);
+  /* R: run the forward of (stage, mb) again from the checkpoint its F kept, rebuilding what its
+   * backward reads. Local: no p2p. See optpipe_rt_recomputed. */
+  int (*recompute)(void* user, int stage, int microbatch);
 } optpipe_rt_callbacks;
+
+/* *recomputed = 1 when the rank's schedule recomputes (stage, mb): its forward should keep only the
+ * checkpoint (checkpoint_bytes, usually the stage input) and free the rest when it ends. */
+optpipe_rt_status optpipe_rt_recomputed(const optpipe_rt_rank* rank, int stage, int microbatch,
+                                        int* recomputed);
 
 /* Runs one iteration of the rank's schedule: walks its actions in order (predicted start), calls
  * compute and p2p callbacks, issues offloads and reloads where the schedule puts them, makes each
  * B/BW of an offloaded activation wait for its reload and then releases the host slot. Before each
- * allocation point (F, RELOAD) it waits for the offloads the schedule has ended by then, so device
- * memory never exceeds what the schedule predicts. Records op timings. */
+ * allocation point (F, RELOAD, R) it waits for the offloads the schedule has ended by then, so
+ * device memory never exceeds what the schedule predicts. Records op timings. */
 optpipe_rt_status optpipe_rt_run(optpipe_rt_rank* rank, const optpipe_rt_callbacks* callbacks,
                                  void* user);
 
@@ -206,7 +218,7 @@ optpipe_rt_status optpipe_rt_run(optpipe_rt_rank* rank, const optpipe_rt_callbac
  */
 
 /* Median measured duration of (op, stage) over the iterations run so far, in the schedule's time
- * unit; *samples = 0 when never measured. op: F, B, W or BW. */
+ * unit; *samples = 0 when never measured. op: F, B, W, BW or R. */
 optpipe_rt_status optpipe_rt_measured(const optpipe_rt_rank* rank, int op, int stage,
                                       double* median, int* samples);
 /* Bandwidth of the finished offloads (D2H) and reloads (H2D) so far, bytes per time unit, and
@@ -218,8 +230,8 @@ optpipe_rt_status optpipe_rt_last_makespan(const optpipe_rt_rank* rank, double* 
 
 /* Writes a measured optpipe.profile/v1 JSON at `path`: the schedule's pipeline, memory and link,
  * with the median times measured by `ranks` (n handles of one schedule, e.g. all in-process ranks)
- * replacing the predicted times of the stages they ran; bandwidths measured from transfers when
- * any ran. Stages no handle measured keep the schedule's times. */
+ * replacing the predicted times of the stages they ran (R's as recompute_forward); bandwidths
+ * measured from transfers when any ran. Stages no handle measured keep the schedule's times. */
 optpipe_rt_status optpipe_rt_write_measured_profile(const optpipe_rt_rank* const* ranks, size_t n,
                                                     const char* name, const char* path);
 

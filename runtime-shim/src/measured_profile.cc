@@ -37,6 +37,13 @@ std::string quoted(const std::string& text) {
   return out + "\"";
 }
 
+// A stage that can recompute keeps that ability, with its (measured) recompute time.
+std::string recompute_fields(const optpipe_rt_stage_info& st) {
+  if (st.checkpoint_bytes < 0) return "";
+  return ", \"recompute_forward\": " + number(st.recompute_forward) +
+         ", \"checkpoint_bytes\": " + std::to_string(st.checkpoint_bytes);
+}
+
 // GB/s (10^9 bytes/s) from bytes per time unit, clamped to the profile's accepted range.
 double gb_per_s(double bytes_per_time, int time_unit) {
   const double per_second = bytes_per_time * (time_unit == 1 ? 1e6 : 1e3);
@@ -66,6 +73,7 @@ void write_measured_profile(const RankRuntime* const* ranks, size_t n, const cha
     for (int s = 0; s < info.stages; ++s) {
       optpipe_rt_stage_info& st = stages[s];
       if (auto [f, k] = rec.median(OPTPIPE_RT_OP_F, s); k > 0) st.forward = f;
+      if (auto [r, k] = rec.median(OPTPIPE_RT_OP_R, s); k > 0) st.recompute_forward = r;
       const auto [b, kb] = rec.median(OPTPIPE_RT_OP_B, s);
       const auto [w, kw] = rec.median(OPTPIPE_RT_OP_W, s);
       if (kb > 0) st.backward_input = b;
@@ -109,8 +117,8 @@ void write_measured_profile(const RankRuntime* const* ranks, size_t n, const cha
            ", \"backward_weight\": " + number(st.backward_weight) +
            ", \"activation_bytes\": " + std::to_string(st.activation_bytes) +
            ", \"weight_grad_bytes\": " + std::to_string(st.weight_grad_bytes) +
-           ", \"offloadable_bytes\": " + std::to_string(st.offloadable_bytes) + " }" +
-           (s + 1 < info.stages ? ",\n" : "\n");
+           ", \"offloadable_bytes\": " + std::to_string(st.offloadable_bytes) +
+           recompute_fields(st) + " }" + (s + 1 < info.stages ? ",\n" : "\n");
   }
   out += "  ],\n  \"p2p_latency\": " + number(info.p2p_latency) + ",\n";
   out += "  \"memory\": { \"per_rank\": [\n";

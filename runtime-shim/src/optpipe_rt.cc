@@ -227,6 +227,7 @@ optpipe_rt_status optpipe_rt_rank_open(const optpipe_rt_schedule* schedule, int 
     optpipe::rt::RankRuntime& rt = handle->runtime;
     rt.schedule = schedule->data;
     rt.rank = rank;
+    rt.recomputed = optpipe::rt::recomputed_activations(data, rank);
     switch (c.backend) {
       case OPTPIPE_RT_BACKEND_CPU:
         rt.backend = optpipe::rt::make_cpu_backend(options);
@@ -338,6 +339,13 @@ optpipe_rt_status optpipe_rt_host_pool_usage(const optpipe_rt_rank* rank, int64_
       if (capacity_bytes)* capacity_bytes = rank->runtime.engine->capacity_bytes());
 }
 
+optpipe_rt_status optpipe_rt_recomputed(const optpipe_rt_rank* rank, int stage, int microbatch,
+                                        int* recomputed) {
+  OPTPIPE_RT_RANK_CALL(rank, check_key(rank, stage, microbatch);
+                       require(recomputed, "null recomputed");
+                       *recomputed = rank->runtime.recomputed.count({stage, microbatch}) ? 1 : 0);
+}
+
 optpipe_rt_status optpipe_rt_run(optpipe_rt_rank* rank, const optpipe_rt_callbacks* callbacks,
                                  void* user) {
   OPTPIPE_RT_RANK_CALL(rank, require(callbacks, "null callbacks");
@@ -346,11 +354,10 @@ optpipe_rt_status optpipe_rt_run(optpipe_rt_rank* rank, const optpipe_rt_callbac
 
 optpipe_rt_status optpipe_rt_measured(const optpipe_rt_rank* rank, int op, int stage,
                                       double* median, int* samples) {
-  OPTPIPE_RT_RANK_CALL(
-      rank, require(median && samples, "null output");
-      require(op >= OPTPIPE_RT_OP_F && op <= OPTPIPE_RT_OP_BW, "op must be F, B, W or BW");
-      const auto [value, count] = rank->runtime.recorder.median(op, stage); *median = value;
-      *samples = count);
+  OPTPIPE_RT_RANK_CALL(rank, require(median && samples, "null output");
+                       require(optpipe::rt::is_compute_op(op), "op must be F, B, W, BW or R");
+                       const auto [value, count] = rank->runtime.recorder.median(op, stage);
+                       *median = value; *samples = count);
 }
 
 optpipe_rt_status optpipe_rt_measured_bandwidth(const optpipe_rt_rank* rank, double* d2h,

@@ -3,6 +3,8 @@
 #pragma once
 
 #include <memory>
+#include <set>
+#include <utility>
 
 #include "backend.h"
 #include "offload_engine.h"
@@ -18,6 +20,7 @@ struct RankRuntime {
   std::unique_ptr<Backend> backend;
   std::unique_ptr<OffloadEngine> engine;
   TimingRecorder recorder;
+  std::set<std::pair<int, int>> recomputed;  // (stage, microbatch) with an R in the rank's schedule
 
   double seconds_to_time_unit() const { return schedule->info.time_unit == 1 ? 1e6 : 1e3; }
 };

@@ -41,6 +41,9 @@ void require_callbacks(const ScheduleData& data, int rank, const optpipe_rt_call
       case OPTPIPE_RT_OP_RELOAD:
         missing = cb.reload_target ? nullptr : "reload_target";
         break;
+      case OPTPIPE_RT_OP_R:
+        missing = cb.recompute ? nullptr : "recompute";
+        break;
     }
     if (missing) {
       throw RtError(OPTPIPE_RT_E_INVALID_ARGUMENT, std::string("the schedule of rank ") +
@@ -61,11 +64,11 @@ std::vector<optpipe_rt_action> issue_order(const std::vector<optpipe_rt_action>&
   for (size_t i = 0; i < actions.size(); ++i) {
     if (issued[i]) continue;
     const optpipe_rt_action& a = actions[i];
-    const bool compute = a.op <= OPTPIPE_RT_OP_BW;
+    const bool compute = is_compute_op(a.op);
     for (size_t k = i + 1; compute && k < actions.size() && same_time(actions[k].start, a.start);
          ++k) {
       const optpipe_rt_action& t = actions[k];
-      if (issued[k] || t.op <= OPTPIPE_RT_OP_BW) continue;
+      if (issued[k] || is_compute_op(t.op)) continue;
       if (a.op == OPTPIPE_RT_OP_F && t.stage == a.stage && t.microbatch == a.microbatch) continue;
       order.push_back(t);
       issued[k] = true;
@@ -155,7 +158,7 @@ void run_rank_once(RankRuntime& rt, const optpipe_rt_callbacks& cb, void* user) 
     size_t begin, end;
   };
   std::vector<Timed> timed;
-  std::set<std::pair<int, int>> offloaded, reloaded;
+  std::set<std::pair<int, int>> offloaded, reloaded, recomputed;
   backend.clear_marks();
   const size_t first_mark = backend.mark();
   auto compute = [&](int op, int (*fn)(void*, int, int), const char* name, int s, int j) {
@@ -167,7 +170,9 @@ void run_rank_once(RankRuntime& rt, const optpipe_rt_callbacks& cb, void* user) 
   for (const optpipe_rt_action& a : actions) {
     const int s = a.stage, j = a.microbatch;
     const auto key = std::make_pair(s, j);
-    if (a.op == OPTPIPE_RT_OP_F || a.op == OPTPIPE_RT_OP_RELOAD) fence(a.start);
+    const bool allocates =
+        a.op == OPTPIPE_RT_OP_F || a.op == OPTPIPE_RT_OP_RELOAD || a.op == OPTPIPE_RT_OP_R;
+    if (allocates) fence(a.start);
     poll();
     switch (a.op) {
       case OPTPIPE_RT_OP_F:
@@ -185,6 +190,10 @@ void run_rank_once(RankRuntime& rt, const optpipe_rt_callbacks& cb, void* user) 
                                                   " before reloading its offloaded activation");
           }
           engine.wait(s, j);
+        }
+        if (rt.recomputed.count(key) && !recomputed.erase(key)) {
+          throw RtError(OPTPIPE_RT_E_STATE, "the schedule runs B of " + where(s, j) +
+                                                " before recomputing its activation");
         }
         if (a.op == OPTPIPE_RT_OP_B) {
           compute(a.op, cb.backward_input, "backward_input", s, j);
@@ -206,6 +215,10 @@ void run_rank_once(RankRuntime& rt, const optpipe_rt_callbacks& cb, void* user) 
       }
       case OPTPIPE_RT_OP_W:
         compute(a.op, cb.backward_weight, "backward_weight", s, j);
+        break;
+      case OPTPIPE_RT_OP_R:
+        compute(a.op, cb.recompute, "recompute", s, j);
+        recomputed.insert(key);
         break;
       case OPTPIPE_RT_OP_OFFLOAD: {
         const void* ptr = nullptr;

@@ -48,14 +48,20 @@ struct Refusal {
 };
 
 // Checks after both checksums matched: a file this inconsistent came from a faulty writer.
-std::optional<Refusal> read_content(const Bytes& b, size_t size, ScheduleData* out) {
+// Version 1 predates recompute: shorter stage records, no op R.
+std::optional<Refusal> read_content(const Bytes& b, size_t size, uint32_t version,
+                                    ScheduleData* out) {
   auto corrupt = [](std::string message) {
     return Refusal{OPTPIPE_RT_E_CORRUPT, ".opsched corrupt: " + std::move(message)};
   };
-  if (b.u32(OPSCHED_OFF_STAGE_RECORD_SIZE) != OPSCHED_STAGE_RECORD_SIZE ||
+  const bool has_recompute = version != OPSCHED_VERSION_1;
+  const uint32_t stage_record =
+      has_recompute ? OPSCHED_STAGE_RECORD_SIZE : OPSCHED_STAGE_RECORD_SIZE_V1;
+  const uint32_t last_op = has_recompute ? OPSCHED_OP_R : OPSCHED_OP_RELOAD;
+  if (b.u32(OPSCHED_OFF_STAGE_RECORD_SIZE) != stage_record ||
       b.u32(OPSCHED_OFF_RANK_RECORD_SIZE) != OPSCHED_RANK_RECORD_SIZE ||
       b.u32(OPSCHED_OFF_ACTION_RECORD_SIZE) != OPSCHED_ACTION_RECORD_SIZE) {
-    return corrupt("record sizes differ from version 1's");
+    return corrupt(format("record sizes differ from version %u's", version));
   }
   optpipe_rt_schedule_info& info = out->info;
   const uint32_t flags = b.u32(OPSCHED_OFF_FLAGS);
@@ -92,7 +98,7 @@ std::optional<Refusal> read_content(const Bytes& b, size_t size, ScheduleData* o
   const uint64_t stage_table = b.u64(OPSCHED_OFF_STAGE_TABLE);
   const uint64_t rank_table = b.u64(OPSCHED_OFF_RANK_TABLE);
   if (stage_table < OPSCHED_HEADER_SIZE || stage_table > body_end ||
-      (body_end - stage_table) / OPSCHED_STAGE_RECORD_SIZE < S) {
+      (body_end - stage_table) / stage_record < S) {
     return corrupt("stage table lies outside the file");
   }
   if (rank_table < OPSCHED_HEADER_SIZE || rank_table > body_end ||
@@ -102,7 +108,7 @@ std::optional<Refusal> read_content(const Bytes& b, size_t size, ScheduleData* o
   std::vector<int> stages_on_rank(R, 0);
   out->stages.resize(S);
   for (uint32_t s = 0; s < S; ++s) {
-    const size_t at = stage_table + size_t(s) * OPSCHED_STAGE_RECORD_SIZE;
+    const size_t at = stage_table + size_t(s) * stage_record;
     optpipe_rt_stage_info& st = out->stages[s];
     const uint32_t rank = b.u32(at + OPSCHED_STAGE_OFF_RANK);
     if (rank >= R) return corrupt(format("stage %u is placed on rank %u of %u", s, rank, R));
@@ -114,10 +120,13 @@ std::optional<Refusal> read_content(const Bytes& b, size_t size, ScheduleData* o
     st.activation_bytes = b.i64(at + OPSCHED_STAGE_OFF_ACT);
     st.weight_grad_bytes = b.i64(at + OPSCHED_STAGE_OFF_GRAD);
     st.offloadable_bytes = b.i64(at + OPSCHED_STAGE_OFF_OFFL);
-    for (double t : {st.forward, st.backward_input, st.backward_weight}) {
+    st.recompute_forward = has_recompute ? b.f64(at + OPSCHED_STAGE_OFF_RECOMPUTE) : st.forward;
+    st.checkpoint_bytes = has_recompute ? b.i64(at + OPSCHED_STAGE_OFF_CHECKPOINT) : -1;
+    for (double t : {st.forward, st.backward_input, st.backward_weight, st.recompute_forward}) {
       if (!std::isfinite(t) || t < 0) return corrupt(format("stage %u has a bad time", s));
     }
-    if (st.activation_bytes < 0 || st.weight_grad_bytes < 0 || st.offloadable_bytes < 0) {
+    if (st.activation_bytes < 0 || st.weight_grad_bytes < 0 || st.offloadable_bytes < 0 ||
+        st.checkpoint_bytes < -1) {
       return corrupt(format("stage %u has negative bytes", s));
     }
   }
@@ -154,7 +163,7 @@ std::optional<Refusal> read_content(const Bytes& b, size_t size, ScheduleData* o
       const uint8_t op = b.u8(a + OPSCHED_ACTION_OFF_OP);
       const uint32_t stage = b.u32(a + OPSCHED_ACTION_OFF_STAGE);
       const uint32_t mb = b.u32(a + OPSCHED_ACTION_OFF_MICROBATCH);
-      if (op > OPSCHED_OP_RELOAD) return corrupt(format("rank %u action %u: op code %u", r, i, op));
+      if (op > last_op) return corrupt(format("rank %u action %u: op code %u", r, i, op));
       if (b.u8(a + 1) || b.u8(a + 2) || b.u8(a + 3) || b.u32(a + OPSCHED_ACTION_OFF_RESERVED2)) {
         return corrupt(format("rank %u action %u: reserved bytes set", r, i));
       }
@@ -165,6 +174,10 @@ std::optional<Refusal> read_content(const Bytes& b, size_t size, ScheduleData* o
       if (out->stages[stage].rank != static_cast<int32_t>(r)) {
         return corrupt(format("rank %u action %u: stage %u lives on rank %d", r, i, stage,
                               out->stages[stage].rank));
+      }
+      if (op == OPSCHED_OP_R && out->stages[stage].checkpoint_bytes < 0) {
+        return corrupt(
+            format("rank %u action %u: R on stage %u, which has no checkpoint bytes", r, i, stage));
       }
       act.op = op;
       act.stage = static_cast<int32_t>(stage);
@@ -216,11 +229,11 @@ optpipe_rt_status parse_opsched(const uint8_t* data, size_t size, ScheduleData* 
                   format("not an .opsched file (byte-order mark 0x%08x)", bom));
   }
   const uint32_t version = b.u32(OPSCHED_OFF_VERSION);
-  if (version != OPSCHED_VERSION) {
+  if (version != OPSCHED_VERSION_1 && version != OPSCHED_VERSION) {
     return refuse(OPTPIPE_RT_E_VERSION,
-                  format(".opsched version %u; this shim reads version %u (recompile the schedule "
-                         "or update the shim)",
-                         version, OPSCHED_VERSION));
+                  format(".opsched version %u; this shim reads versions %u to %u (recompile the "
+                         "schedule or update the shim)",
+                         version, OPSCHED_VERSION_1, OPSCHED_VERSION));
   }
   uint8_t header[OPSCHED_HEADER_SIZE];
   std::memcpy(header, data, OPSCHED_HEADER_SIZE);
@@ -252,7 +265,7 @@ optpipe_rt_status parse_opsched(const uint8_t* data, size_t size, ScheduleData* 
                          stored, computed));
   }
   ScheduleData parsed;
-  if (auto refusal = read_content(b, size, &parsed))
+  if (auto refusal = read_content(b, size, version, &parsed))
     return refuse(refusal->status, refusal->message);
   *out = std::move(parsed);
   message->clear();
@@ -274,6 +287,14 @@ int64_t host_pool_bytes_for(const ScheduleData& data, int rank) {
     }
   }
   return pool.high_water();
+}
+
+std::set<std::pair<int, int>> recomputed_activations(const ScheduleData& data, int rank) {
+  std::set<std::pair<int, int>> recomputed;
+  for (const optpipe_rt_action& a : data.actions[rank]) {
+    if (a.op == OPTPIPE_RT_OP_R) recomputed.insert({a.stage, a.microbatch});
+  }
+  return recomputed;
 }
 
 }  // namespace optpipe::rt

@@ -4,7 +4,9 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "optpipe_rt.h"
@@ -24,5 +26,13 @@ optpipe_rt_status parse_opsched(const uint8_t* data, size_t size, ScheduleData* 
 // Pool high-water mark when `rank`'s actions run in order: a slot of the offload's bytes is taken
 // at OFFLOAD and freed after the B/BW of the same (stage, microbatch).
 int64_t host_pool_bytes_for(const ScheduleData& data, int rank);
+
+// F, B, W, BW and R run on the compute stream; OFFLOAD and RELOAD on copy channels.
+inline bool is_compute_op(int op) {
+  return (op >= OPTPIPE_RT_OP_F && op <= OPTPIPE_RT_OP_BW) || op == OPTPIPE_RT_OP_R;
+}
+
+// The (stage, microbatch) activations `rank`'s schedule recomputes (has an R for).
+std::set<std::pair<int, int>> recomputed_activations(const ScheduleData& data, int rank);
 
 }  // namespace optpipe::rt

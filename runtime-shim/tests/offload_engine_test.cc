@@ -279,6 +279,98 @@ TEST_F(Engine, RunnerStopsOnAFailingCallbackAndOnMissingOnes) {
   EXPECT_EQ(optpipe_rt_run(rank_, nullptr, &calls), OPTPIPE_RT_E_INVALID_ARGUMENT);
 }
 
+// One rank, one stage, two microbatches, both recomputed: F0 F1 R0 BW0 R1 BW1, or with BW0 moved
+// before R0 (a faulty writer: the shim does not validate).
+std::string recompute_schedule_bytes(bool backward_before_recompute) {
+  optpipe::testing::UniformCosts costs;
+  costs.checkpoint_bytes = 16;
+  optpipe::Problem problem = optpipe::testing::uniform_problem(1, 1, 2, costs);
+  optpipe::Schedule schedule = optpipe::simulate(problem,
+                                                 optpipe::Order{{{{Op::kForward, 0, 0},
+                                                                  {Op::kForward, 0, 1},
+                                                                  {Op::kRecompute, 0, 0},
+                                                                  {Op::kBackward, 0, 0},
+                                                                  {Op::kRecompute, 0, 1},
+                                                                  {Op::kBackward, 0, 1}}}},
+                                                 "recompute");
+  if (backward_before_recompute) std::swap(schedule.ranks[0][2], schedule.ranks[0][3]);
+  return optpipe::encode_opsched(problem, schedule);
+}
+
+struct RecomputeCalls {
+  std::vector<std::string> log;
+};
+
+optpipe_rt_callbacks recompute_callbacks() {
+  optpipe_rt_callbacks cb{};
+  cb.forward = [](void* u, int, int j) {
+    static_cast<RecomputeCalls*>(u)->log.push_back("F" + std::to_string(j));
+    return 0;
+  };
+  cb.recompute = [](void* u, int, int j) {
+    static_cast<RecomputeCalls*>(u)->log.push_back("R" + std::to_string(j));
+    return 0;
+  };
+  cb.backward = [](void* u, int, int j) {
+    static_cast<RecomputeCalls*>(u)->log.push_back("BW" + std::to_string(j));
+    return 0;
+  };
+  return cb;
+}
+
+TEST(Runner, RecomputesWhereTheScheduleSays) {
+  const std::string bytes = recompute_schedule_bytes(false);
+  optpipe_rt_schedule* schedule = nullptr;
+  ASSERT_EQ(optpipe_rt_schedule_open_memory(bytes.data(), bytes.size(), &schedule), OPTPIPE_RT_OK)
+      << optpipe_rt_last_error();
+  optpipe_rt_config config;
+  optpipe_rt_config_init(&config);
+  config.backend = OPTPIPE_RT_BACKEND_CPU;
+  optpipe_rt_rank* rank = nullptr;
+  ASSERT_EQ(optpipe_rt_rank_open(schedule, 0, &config, &rank), OPTPIPE_RT_OK);
+  optpipe_rt_schedule_close(schedule);
+  int recomputed = 0;
+  ASSERT_EQ(optpipe_rt_recomputed(rank, 0, 1, &recomputed), OPTPIPE_RT_OK);
+  EXPECT_EQ(recomputed, 1);
+  EXPECT_EQ(optpipe_rt_recomputed(rank, 0, 2, &recomputed), OPTPIPE_RT_E_INVALID_ARGUMENT);
+
+  RecomputeCalls calls;
+  optpipe_rt_callbacks cb = recompute_callbacks();
+  ASSERT_EQ(optpipe_rt_run(rank, &cb, &calls), OPTPIPE_RT_OK) << optpipe_rt_last_error();
+  EXPECT_EQ(calls.log, (std::vector<std::string>{"F0", "F1", "R0", "BW0", "R1", "BW1"}));
+  double median = 0;
+  int samples = 0;
+  ASSERT_EQ(optpipe_rt_measured(rank, OPTPIPE_RT_OP_R, 0, &median, &samples), OPTPIPE_RT_OK);
+  EXPECT_EQ(samples, 2);
+
+  cb.recompute = nullptr;
+  EXPECT_EQ(optpipe_rt_run(rank, &cb, &calls), OPTPIPE_RT_E_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(optpipe_rt_last_error()).find("needs the recompute callback"),
+            std::string::npos)
+      << optpipe_rt_last_error();
+  optpipe_rt_rank_close(rank);
+}
+
+TEST(Runner, RefusesABackwardBeforeItsRecompute) {
+  const std::string bytes = recompute_schedule_bytes(true);
+  optpipe_rt_schedule* schedule = nullptr;
+  ASSERT_EQ(optpipe_rt_schedule_open_memory(bytes.data(), bytes.size(), &schedule), OPTPIPE_RT_OK);
+  optpipe_rt_config config;
+  optpipe_rt_config_init(&config);
+  config.backend = OPTPIPE_RT_BACKEND_CPU;
+  optpipe_rt_rank* rank = nullptr;
+  ASSERT_EQ(optpipe_rt_rank_open(schedule, 0, &config, &rank), OPTPIPE_RT_OK);
+  optpipe_rt_schedule_close(schedule);
+  RecomputeCalls calls;
+  const optpipe_rt_callbacks cb = recompute_callbacks();
+  EXPECT_EQ(optpipe_rt_run(rank, &cb, &calls), OPTPIPE_RT_E_STATE);
+  EXPECT_NE(std::string(optpipe_rt_last_error())
+                .find("runs B of stage 0, microbatch 0 before recomputing its activation"),
+            std::string::npos)
+      << optpipe_rt_last_error();
+  optpipe_rt_rank_close(rank);
+}
+
 TEST(HostPool, FirstFitReusesFreedSlots) {
   optpipe::rt::HostPool pool(1024);
   const auto a = pool.allocate(256), b = pool.allocate(300), c = pool.allocate(200);

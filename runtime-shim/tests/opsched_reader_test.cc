@@ -12,6 +12,7 @@
 #include "compiler/opsched.h"
 #include "compiler/schedule_json.h"
 #include "compiler/simulator.h"
+#include "heuristics/classic.h"
 #include "heuristics/registry.h"
 #include "optpipe_opsched_format.h"
 #include "optpipe_rt.h"
@@ -59,6 +60,8 @@ void expect_same_actions(const Problem& problem, const Schedule& schedule,
     EXPECT_EQ(st.forward, problem.stages[s].forward);
     EXPECT_EQ(st.activation_bytes, problem.stages[s].activation_bytes);
     EXPECT_EQ(st.offloadable_bytes, problem.stages[s].offloadable_bytes);
+    EXPECT_EQ(st.recompute_forward, problem.stages[s].recompute_forward);
+    EXPECT_EQ(st.checkpoint_bytes, problem.stages[s].checkpoint_bytes.value_or(-1));
   }
   for (int r = 0; r < problem.ranks; ++r) {
     optpipe_rt_rank_info ri;
@@ -101,6 +104,39 @@ TEST(OpschedReader, RoundTripsEveryGeneratorOnRandomProblems) {
     }
   }
   EXPECT_GT(checked, 20);
+}
+
+TEST(OpschedReader, RoundTripsRecomputes) {
+  optpipe::testing::UniformCosts costs;
+  costs.checkpoint_bytes = 100;
+  Problem problem = optpipe::testing::uniform_problem(3, 1, 5, costs);
+  problem.stages[1].recompute_forward = 0.25;
+  const Schedule schedule = optpipe::simulate(
+      problem, optpipe::testing::recompute_all(optpipe::one_f_one_b_order(problem)), "r");
+  // Stage 2 cannot recompute (C = -1 on disk): its R are dropped before writing.
+  problem.stages[2].checkpoint_bytes.reset();
+  Schedule written = schedule;
+  std::erase_if(written.ranks[2],
+                [](const optpipe::Action& a) { return a.ref.op == optpipe::Op::kRecompute; });
+  const std::string bytes = optpipe::encode_opsched(problem, written);
+  optpipe_rt_schedule* opened = nullptr;
+  ASSERT_EQ(optpipe_rt_schedule_open_memory(bytes.data(), bytes.size(), &opened), OPTPIPE_RT_OK)
+      << optpipe_rt_last_error();
+  expect_same_actions(problem, written, opened);
+  int recomputes = 0;
+  for (int i = 0; i < static_cast<int>(written.ranks[0].size()); ++i) {
+    optpipe_rt_action a;
+    ASSERT_EQ(optpipe_rt_schedule_get_action(opened, 0, i, &a), OPTPIPE_RT_OK);
+    recomputes += a.op == OPTPIPE_RT_OP_R;
+  }
+  EXPECT_EQ(recomputes, problem.microbatches);
+  optpipe_rt_schedule_close(opened);
+
+  // An R on the stage without checkpoint bytes is refused by the reader.
+  const std::string bad = optpipe::encode_opsched(problem, schedule);
+  EXPECT_EQ(open_status(bad), OPTPIPE_RT_E_CORRUPT);
+  EXPECT_NE(std::string(optpipe_rt_last_error()).find("R on stage 2"), std::string::npos)
+      << optpipe_rt_last_error();
 }
 
 TEST(OpschedReader, ReadsTheFileWrittenAtomically) {
@@ -214,10 +250,10 @@ void store_u32(std::string& bytes, size_t at, uint32_t v) {
 
 TEST(OpschedReader, RefusesWrongVersionAndWrongEndianEvenWithValidChecksums) {
   const std::string good = small_file();
-  std::string v2 = good;
-  store_u32(v2, OPSCHED_OFF_VERSION, 2);
-  EXPECT_EQ(open_status(v2), OPTPIPE_RT_E_VERSION);
-  EXPECT_NE(std::string(optpipe_rt_last_error()).find("version 2"), std::string::npos);
+  std::string v3 = good;
+  store_u32(v3, OPSCHED_OFF_VERSION, 3);
+  EXPECT_EQ(open_status(v3), OPTPIPE_RT_E_VERSION);
+  EXPECT_NE(std::string(optpipe_rt_last_error()).find("version 3"), std::string::npos);
 
   // What a big-endian writer would put first: the mark's bytes reversed.
   std::string big = good;
@@ -252,6 +288,8 @@ TEST(OpschedReader, RefusesInconsistentContentWithValidChecksums) {
                          Damage{OPSCHED_HEADER_SIZE + OPSCHED_STAGE_OFF_RANK, 1},
                          Damage{rank_table + OPSCHED_RANK_OFF_COUNT, 1000},
                          Damage{first_action + OPSCHED_ACTION_OFF_OP, 9},
+                         Damage{OPSCHED_HEADER_SIZE + OPSCHED_STAGE_OFF_CHECKPOINT, 0xfffffffe},
+                         Damage{OPSCHED_OFF_VERSION, 1},  // version 1 has shorter stage records
                          Damage{first_action + OPSCHED_ACTION_OFF_STAGE, 1},
                          Damage{first_action + OPSCHED_ACTION_OFF_MICROBATCH, 2}}) {
     std::string bad = good;

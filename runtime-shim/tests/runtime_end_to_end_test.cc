@@ -1,8 +1,9 @@
 // End to end on the CPU backend (docs/runtime-shim.md, "Testing"): compile a schedule in-process,
 // write it as .opsched, and run it with one thread per rank through optpipe_rt_run. p2p goes
 // through in-process mailboxes, every op does a small real computation whose backward reads the
-// forward's activation (so a wrong or late reload changes the result), offloads and reloads move
-// real bytes through the CPU backend's copy threads, and op durations are emulated with sleeps.
+// forward's activation (so a wrong or late reload or recompute changes the result), offloads and
+// reloads move real bytes through the CPU backend's copy threads, and op durations are emulated
+// with sleeps.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -40,6 +41,7 @@ using Key = std::pair<int, int>;  // (stage, microbatch)
 constexpr int kDim = 64;                            // floats per stage input/output
 constexpr int64_t kActivationBytes = 2 * kDim * 4;  // F keeps [x | y]
 constexpr int64_t kWeightGradBytes = kDim * 4;      // W still needs x (g overwrites y)
+constexpr int64_t kCheckpointBytes = kDim * 4;      // a recomputed activation keeps x
 constexpr double kSecondsPerUnit = 0.008;           // one schedule time unit (ms) lasts 8 ms here
 // Measured makespan must lie in [0.97 * predicted, 1.5 * predicted + 30 ms]: sleeps only
 // overshoot (by up to a scheduler slice on a loaded machine), and each op's overshoot is absorbed
@@ -50,6 +52,10 @@ constexpr double kMedianHigh = 1.6;
 constexpr int kAttempts = 3;
 constexpr auto kRecvTimeout = std::chrono::seconds(3);  // a blocked recv means a deadlock
 constexpr auto kWatchdog = std::chrono::seconds(15);
+
+bool is_compute_event(int op) {
+  return op <= OPTPIPE_RT_OP_BW || op == OPTPIPE_RT_OP_R;
+}
 
 double seconds_since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
@@ -165,7 +171,9 @@ struct RankTrainer {
   std::vector<Event> events;
   int64_t live_bytes = 0, peak_bytes = 0;
   int reloads_checked = 0;
+  int recomputes = 0;
   std::string error;
+  optpipe_rt_rank* handle = nullptr;  // to ask which activations the schedule recomputes
 
   void allocate(int64_t bytes) {
     live_bytes += bytes;
@@ -198,6 +206,8 @@ struct World {
         return c.backward_input * kSecondsPerUnit;
       case OPTPIPE_RT_OP_W:
         return c.backward_weight * kSecondsPerUnit;
+      case OPTPIPE_RT_OP_R:
+        return c.recompute_forward * kSecondsPerUnit;
       default:
         return (c.backward_input + c.backward_weight) * kSecondsPerUnit;
     }
@@ -282,16 +292,22 @@ const optpipe_rt_callbacks kCallbacks = [] {
       } else if (w.remote(s - 1, s)) {
         x = take(t.inbox_fwd, key, "received activation");
       } else {
-        auto& prev = t.device.at({s - 1, j});
-        x.assign(prev.begin() + kDim, prev.end());
+        x = take(t.outbox_fwd, {s - 1, j}, "local activation");
+      }
+      int recomputed = 0;
+      if (optpipe_rt_recomputed(t.handle, s, j, &recomputed) != OPTPIPE_RT_OK) {
+        throw std::runtime_error(optpipe_rt_last_error());
       }
       compute(t, OPTPIPE_RT_OP_F, s, j, [&] {
         t.allocate(w.problem.stages[s].activation_bytes);
         t.device[key] = w.model.forward(s, x);
       });
-      const auto& act = t.device[key];
-      if (s + 1 < w.problem.num_stages() && w.remote(s, s + 1)) {
-        t.outbox_fwd[key].assign(act.begin() + kDim, act.end());
+      auto& act = t.device[key];
+      if (s + 1 < w.problem.num_stages()) t.outbox_fwd[key].assign(act.begin() + kDim, act.end());
+      if (recomputed) {
+        // Keep the checkpoint x only: a backward that ran without R would read NaNs.
+        std::fill(act.begin() + kDim, act.end(), std::numeric_limits<float>::quiet_NaN());
+        t.live_bytes -= w.problem.stages[s].recomputed_bytes();
       }
     });
   };
@@ -315,6 +331,17 @@ const optpipe_rt_callbacks kCallbacks = [] {
         do_backward_weight(t, s, j);
       });
       t.live_bytes -= t.world->problem.stages[s].activation_bytes;
+    });
+  };
+  cb.recompute = [](void* user, int s, int j) {
+    return callback(user, [&](RankTrainer& t) {
+      compute(t, OPTPIPE_RT_OP_R, s, j, [&] {
+        t.allocate(t.world->problem.stages[s].recomputed_bytes());
+        std::vector<float>& act = t.device.at({s, j});
+        const std::vector<float> x(act.begin(), act.begin() + kDim);
+        act = t.world->model.forward(s, x);
+      });
+      ++t.recomputes;
     });
   };
   cb.recv_forward = [](void* user, int s, int j) {
@@ -445,6 +472,7 @@ class EndToEnd : public ::testing::Test {
     World& world = *world_;
     world.t0 = Clock::now() + std::chrono::milliseconds(20);
     std::vector<std::future<std::pair<optpipe_rt_status, std::string>>> done;
+    for (int r = 0; r < problem.ranks; ++r) world.trainers[r].handle = handles_[r];
     for (int r = 0; r < problem.ranks; ++r) {
       done.push_back(std::async(std::launch::async, [&, r] {
         std::this_thread::sleep_until(world.t0);
@@ -496,7 +524,7 @@ class EndToEnd : public ::testing::Test {
     std::map<std::tuple<int, int, int>, Event> by_ref;  // compute ops only
     for (const auto& t : world.trainers) {
       for (const Event& e : t.events) {
-        if (e.op <= OPTPIPE_RT_OP_BW) {
+        if (is_compute_event(e.op)) {
           EXPECT_TRUE(by_ref.emplace(std::make_tuple(e.op, e.stage, e.microbatch), e).second)
               << "op ran twice";
         }
@@ -522,6 +550,10 @@ class EndToEnd : public ::testing::Test {
         EXPECT_GE(b->start, s + 1 < S ? backward(s + 1, j)->end : f->end);
         if (const Event* w = find(OPTPIPE_RT_OP_W, s, j)) {
           EXPECT_GE(w->start, b->end);
+        }
+        if (const Event* r = find(OPTPIPE_RT_OP_R, s, j)) {
+          EXPECT_GE(r->start, f->end);
+          EXPECT_GE(b->start, r->end);
         }
       }
     }
@@ -564,7 +596,7 @@ class EndToEnd : public ::testing::Test {
     double first = std::numeric_limits<double>::infinity(), last = 0;
     for (const auto& t : world.trainers) {
       for (const Event& e : t.events) {
-        if (e.op > OPTPIPE_RT_OP_BW) continue;
+        if (!is_compute_event(e.op)) continue;
         first = std::min(first, e.start);
         last = std::max(last, e.end);
       }
@@ -663,6 +695,37 @@ TEST_F(EndToEnd, HandMadeOffloadSharedChannel) {
   const Schedule schedule = hand_made_offload_schedule(problem);
   run_and_check(problem, schedule);
   EXPECT_EQ(world_->trainers[0].reloads_checked, 2);
+}
+
+// 1F1B recomputing every activation: each F keeps only x (its checkpoint), each R rebuilds y before
+// the backward reads it. The tightest budget it meets is below plain 1F1B's 4 activations on rank
+// 0, and gradients stay bit-identical.
+TEST_F(EndToEnd, RecomputeEveryActivationFitsWherePlain1F1BDoesNot) {
+  Problem problem = small_problem(4, 1, 8);
+  for (auto& s : problem.stages) s.recompute_forward = 0.8;
+  const Schedule schedule = optpipe::testing::recomputing_1f1b(problem, kCheckpointBytes);
+  const optpipe::Metrics metrics = optpipe::compute_metrics(problem, schedule);
+  for (int r = 0; r < problem.ranks; ++r) problem.budget_bytes[r] = metrics.ranks[r].peak_bytes;
+  EXPECT_LT(problem.activation_budget(0), 4 * kActivationBytes);
+  run_and_check(problem, schedule);
+  for (int r = 0; r < problem.ranks; ++r) {
+    EXPECT_EQ(world_->trainers[r].recomputes, problem.microbatches) << "rank " << r;
+  }
+
+  // The measured profile keeps recompute enabled, with the measured R time.
+  const std::string path = ::testing::TempDir() + "/measured-recompute.json";
+  ASSERT_EQ(
+      optpipe_rt_write_measured_profile(handles_.data(), handles_.size(), "measured", path.c_str()),
+      OPTPIPE_RT_OK)
+      << optpipe_rt_last_error();
+  const Problem measured = optpipe::load_profile(path);
+  for (int s = 0; s < problem.num_stages(); ++s) {
+    EXPECT_EQ(measured.stages[s].checkpoint_bytes, kCheckpointBytes);
+    const double got = measured.stages[s].recompute_forward / (kSecondsPerUnit * 1e3);
+    EXPECT_GE(got, 0.8 * 0.99) << "stage " << s;
+    EXPECT_LE(got, 0.8 * kMedianHigh) << "stage " << s;
+  }
+  std::remove(path.c_str());
 }
 
 // Offload generators from heuristics/, when this build has them and they offload here.

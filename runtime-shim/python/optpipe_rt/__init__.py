@@ -16,9 +16,12 @@ import os
 __all__ = ["OptpipeError", "Schedule", "Rank", "Op", "load_library", "write_measured_profile"]
 
 
+ABI_VERSION = 2  # OPTPIPE_RT_ABI_VERSION of the optpipe_rt.h these structures mirror
+
+
 class Op:
-    F, B, W, BW, OFFLOAD, RELOAD = range(6)
-    NAMES = ("F", "B", "W", "BW", "OFFLOAD", "RELOAD")
+    F, B, W, BW, OFFLOAD, RELOAD, R = range(7)
+    NAMES = ("F", "B", "W", "BW", "OFFLOAD", "RELOAD", "R")
 
 
 BACKENDS = {"auto": 0, "cpu": 1, "cuda": 2}
@@ -47,7 +50,8 @@ class _Stage(ctypes.Structure):
     _fields_ = [("rank", ctypes.c_int32), ("forward", ctypes.c_double),
                 ("backward_input", ctypes.c_double), ("backward_weight", ctypes.c_double),
                 ("activation_bytes", ctypes.c_int64), ("weight_grad_bytes", ctypes.c_int64),
-                ("offloadable_bytes", ctypes.c_int64)]
+                ("offloadable_bytes", ctypes.c_int64), ("recompute_forward", ctypes.c_double),
+                ("checkpoint_bytes", ctypes.c_int64)]
 
 
 class _RankInfo(ctypes.Structure):
@@ -81,7 +85,8 @@ _STEP_HOOKS = ("forward", "backward_input", "backward_weight", "backward", "recv
 
 class _Callbacks(ctypes.Structure):
     _fields_ = [(name, _STEP) for name in _STEP_HOOKS] + [
-        ("offload_source", _SOURCE), ("offload_complete", _STEP), ("reload_target", _TARGET)]
+        ("offload_source", _SOURCE), ("offload_complete", _STEP), ("reload_target", _TARGET),
+        ("recompute", _STEP)]
 
 
 _lib = None
@@ -137,6 +142,7 @@ def load_library():
         "optpipe_rt_transfer_done": (i, [vp, i, i, P(i)]),
         "optpipe_rt_release": (i, [vp, i, i]),
         "optpipe_rt_host_pool_usage": (i, [vp, P(ctypes.c_int64), P(ctypes.c_int64)]),
+        "optpipe_rt_recomputed": (i, [vp, i, i, P(i)]),
         "optpipe_rt_run": (i, [vp, P(_Callbacks), vp]),
         "optpipe_rt_measured": (i, [vp, i, i, P(ctypes.c_double), P(i)]),
         "optpipe_rt_last_makespan": (i, [vp, P(ctypes.c_double)]),
@@ -147,6 +153,9 @@ def load_library():
         fn = getattr(lib, name)
         fn.restype = restype
         fn.argtypes = argtypes
+    if lib.optpipe_rt_abi_version() != ABI_VERSION:
+        raise OSError(f"{path} has C ABI version {lib.optpipe_rt_abi_version()}, this binding "
+                      f"mirrors version {ABI_VERSION}; rebuild the library or update the binding")
     _lib = lib
     return lib
 
@@ -264,11 +273,18 @@ class Rank:
                                                          ctypes.byref(capacity)))
         return used.value, capacity.value
 
+    def recomputed(self, stage, microbatch):
+        """True when the schedule recomputes (stage, mb): its forward keeps only the checkpoint."""
+        flag = ctypes.c_int()
+        _check(load_library().optpipe_rt_recomputed(self._handle, stage, microbatch,
+                                                    ctypes.byref(flag)))
+        return bool(flag.value)
+
     def run(self, trainer):
         """One iteration. `trainer` has methods named like the C callbacks (forward(stage, mb),
         backward_input, ..., offload_source(stage, mb) -> (ptr, nbytes), offload_complete,
-        reload_target(stage, mb, nbytes) -> ptr); missing ones are skipped. A Python exception in
-        a callback stops the run and is re-raised here."""
+        reload_target(stage, mb, nbytes) -> ptr, recompute(stage, mb)); missing ones are skipped.
+        A Python exception in a callback stops the run and is re-raised here."""
         failure = []
 
         def step(name):
@@ -287,7 +303,7 @@ class Rank:
 
         callbacks = _Callbacks()
         keep = []
-        for name in _STEP_HOOKS + ("offload_complete",):
+        for name in _STEP_HOOKS + ("offload_complete", "recompute"):
             fn = step(name)
             keep.append(fn)
             setattr(callbacks, name, fn)
@@ -318,7 +334,7 @@ class Rank:
         _check(status)
 
     def measured(self, op, stage):
-        """(median duration in the schedule's time unit, samples) of op F/B/W/BW at a stage."""
+        """(median duration in the schedule's time unit, samples) of op F/B/W/BW/R at a stage."""
         median, samples = ctypes.c_double(), ctypes.c_int()
         code = Op.NAMES.index(op) if isinstance(op, str) else op
         _check(load_library().optpipe_rt_measured(self._handle, code, stage, ctypes.byref(median),

@@ -47,10 +47,14 @@ def offload_plan(schedule, rank, csv_actions=None):
     """{(op, stage, mb) or None: [("OFFLOAD"|"RELOAD", stage, mb), ...]}: the transfers the
     schedule issues after each compute op (None: before the first). When `csv_actions` (one
     rank's `load_csv` row) is given, checks that it runs the schedule's compute ops in its order
-    (a 2.5 CSV's B then W stands for a fused BW)."""
+    (a 2.5 CSV's B then W stands for a fused BW). R has no CSV token (PyTorch recomputes inside
+    the backward, with activation checkpointing): it is skipped, its transfers go with the op
+    before it."""
     plan, previous = {None: []}, None
     compute = []
     for op, stage, mb, _start, _end, _bytes in schedule.actions(rank):
+        if op == "R":
+            continue
         if op in ("OFFLOAD", "RELOAD"):
             plan.setdefault(previous, []).append((op, stage, mb))
         else:

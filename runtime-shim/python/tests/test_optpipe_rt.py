@@ -14,14 +14,16 @@ import zlib
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 import optpipe_rt  # noqa: E402
 
-F, B, W, BW, OFFLOAD, RELOAD = range(6)
+F, B, W, BW, OFFLOAD, RELOAD, R = range(7)
 NBYTES = 1024
 
 
-def opsched(ranks_actions, stage_rank, microbatches, method=b"py", activation=NBYTES):
-    """A version-1 .opsched: R ranks, v = S / R, uniform stages, duplex link."""
+def opsched(ranks_actions, stage_rank, microbatches, method=b"py", activation=NBYTES, version=2,
+            checkpoint=-1):
+    """A .opsched: R ranks, v = S / R, uniform stages (checkpoint bytes -1: no recompute), duplex
+    link. Version 1 has no recompute fields."""
     R, S = len(ranks_actions), len(stage_rank)
-    header_size, stage_size, rank_size, action_size = 192, 56, 40, 40
+    header_size, stage_size, rank_size, action_size = 192, 72 if version >= 2 else 56, 40, 40
     stage_table = header_size
     rank_table = stage_table + S * stage_size
     first_action = rank_table + R * rank_size
@@ -30,6 +32,8 @@ def opsched(ranks_actions, stage_rank, microbatches, method=b"py", activation=NB
     body = bytearray()
     for s in range(S):
         body += struct.pack("<II3d3q", stage_rank[s], 0, 1.0, 1.0, 1.0, activation, 0, activation)
+        if version >= 2:
+            body += struct.pack("<dq", 0.5, checkpoint)
     offset = first_action
     for actions in ranks_actions:
         body += struct.pack("<qqIIQQ", 1 << 30, 0, 0, len(actions), offset, 0)
@@ -39,7 +43,7 @@ def opsched(ranks_actions, stage_rank, microbatches, method=b"py", activation=NB
             body += struct.pack("<B3xIII2dq", op, stage, mb, 0, start, end, nbytes)
     header = bytearray(header_size)
     header[0:8] = b"OPSCHED\0"
-    struct.pack_into("<IIIIQ", header, 8, 0x01020304, 1, 0, 1, file_size)
+    struct.pack_into("<IIIIQ", header, 8, 0x01020304, version, 0, 1, file_size)
     struct.pack_into("<IIIIBBBBIII", header, 32, R, S, microbatches, S // R, 0, 2, 1, 0,
                      stage_size, rank_size, action_size)
     struct.pack_into("<3dQQ", header, 64, 0.0, 2048.0, 2048.0, stage_table, rank_table)
@@ -54,6 +58,12 @@ def opsched(ranks_actions, stage_rank, microbatches, method=b"py", activation=NB
 ONE_RANK = [[(F, 0, 0, 0, 1, 0), (F, 1, 0, 1, 2, 0), (OFFLOAD, 0, 0, 1, 1.5, NBYTES),
              (F, 0, 1, 2, 3, 0), (F, 1, 1, 3, 4, 0), (RELOAD, 0, 0, 4, 4.5, NBYTES),
              (BW, 1, 0, 4, 6, 0), (BW, 0, 0, 6, 8, 0), (BW, 1, 1, 8, 10, 0), (BW, 0, 1, 10, 12, 0)]]
+
+
+# Stage 0's microbatch 0 is recomputed: its F keeps a checkpoint, R rebuilds it before BW.
+RECOMPUTE = [[(F, 0, 0, 0, 1, 0), (F, 1, 0, 1, 2, 0), (F, 0, 1, 2, 3, 0), (F, 1, 1, 3, 4, 0),
+              (BW, 1, 0, 4, 6, 0), (R, 0, 0, 6, 6.5, 0), (BW, 0, 0, 6.5, 8.5, 0),
+              (BW, 1, 1, 8.5, 10.5, 0), (BW, 0, 1, 10.5, 12.5, 0)]]
 
 
 class Trainer:
@@ -103,6 +113,15 @@ class ScheduleTest(unittest.TestCase):
         self.assertEqual(schedule.rank(0)["host_pool_bytes"], NBYTES)
         self.assertEqual(schedule.actions(0)[2], ("OFFLOAD", 0, 0, 1.0, 1.5, NBYTES))
 
+    def test_reads_version_1_files_as_without_recompute(self):
+        schedule = optpipe_rt.Schedule(opsched(ONE_RANK, [0, 0], 2, version=1))
+        self.assertEqual(schedule.stage(0)["checkpoint_bytes"], -1)
+        self.assertEqual(schedule.stage(0)["recompute_forward"], schedule.stage(0)["forward"])
+        self.assertEqual(schedule.actions(0)[2], ("OFFLOAD", 0, 0, 1.0, 1.5, NBYTES))
+        with self.assertRaises(optpipe_rt.OptpipeError) as caught:
+            optpipe_rt.Schedule(opsched(RECOMPUTE, [0, 0], 2, version=1, checkpoint=16))
+        self.assertEqual(caught.exception.status, 8)  # op R does not exist in version 1
+
     def test_refuses_damage_with_codes(self):
         data = opsched(ONE_RANK, [0, 0], 2)
         cases = {
@@ -126,6 +145,32 @@ class ScheduleTest(unittest.TestCase):
 class RankTest(unittest.TestCase):
     def setUp(self):
         self.schedule = optpipe_rt.Schedule(opsched(ONE_RANK, [0, 0], 2))
+
+    def test_recomputes_where_the_schedule_says(self):
+        schedule = optpipe_rt.Schedule(opsched(RECOMPUTE, [0, 0], 2, checkpoint=16))
+        self.assertEqual(schedule.stage(0)["checkpoint_bytes"], 16)
+        self.assertEqual(schedule.actions(0)[5], ("R", 0, 0, 6.0, 6.5, 0))
+        rank = optpipe_rt.Rank(schedule, 0, backend="cpu")
+        self.assertTrue(rank.recomputed(0, 0))
+        self.assertFalse(rank.recomputed(0, 1))
+
+        class Recomputing(Trainer):
+            def forward(self, s, j):
+                super().forward(s, j)
+                if rank.recomputed(s, j):
+                    self.device[(s, j)] = None  # keep the checkpoint only
+
+            def recompute(self, s, j):
+                super().forward(s, j)
+                self.log[-1] = ("R", s, j)
+
+        trainer = Recomputing()
+        rank.run(trainer)
+        self.assertEqual(trainer.log, [
+            ("F", 0, 0), ("F", 1, 0), ("F", 0, 1), ("F", 1, 1), ("BW", 1, 0), ("R", 0, 0),
+            ("BW", 0, 0), ("BW", 1, 1), ("BW", 0, 1)])
+        self.assertEqual(rank.measured("R", 0)[1], 1)
+        rank.close()
 
     def test_runs_the_schedule_with_python_callbacks(self):
         for channels in ("shared", "duplex"):
