@@ -3,35 +3,35 @@
 #include <algorithm>
 #include <limits>
 
+#include "compiler/memory_bound.h"
 #include "compiler/memory_timeline.h"
+#include "compiler/microbatch_paths.h"
 
 namespace optpipe {
 
-double trivial_lower_bound(const Problem& problem) {
-  const int num_stages = problem.num_stages();
-  std::vector<double> earliest_forward(num_stages, 0.0);
-  for (int s = 1; s < num_stages; ++s) {
-    earliest_forward[s] =
-        earliest_forward[s - 1] + problem.stages[s - 1].forward + problem.p2p(s - 1, s);
-  }
+namespace {
+
+// The longest of (earliest start of a rank's first F + its work) and one microbatch's critical
+// path: all F, all B back, then W of stage 0.
+double work_and_path_bound(const Problem& problem) {
+  const MicrobatchPaths paths = microbatch_paths(problem);
   std::vector<double> first_start(problem.ranks, std::numeric_limits<double>::infinity());
   std::vector<double> work(problem.ranks, 0.0);
-  for (int s = 0; s < num_stages; ++s) {
+  for (int s = 0; s < problem.num_stages(); ++s) {
     const int r = problem.rank_of_stage[s];
     const StageCosts& c = problem.stages[s];
-    first_start[r] = std::min(first_start[r], earliest_forward[s]);
+    first_start[r] = std::min(first_start[r], paths.forward_offset[s]);
     work[r] += problem.microbatches * (c.forward + c.backward_input + c.backward_weight);
   }
-  double bound = 0;
+  double bound = paths.round_trip[0] + problem.stages[0].backward_weight;
   for (int r = 0; r < problem.ranks; ++r) bound = std::max(bound, first_start[r] + work[r]);
+  return bound;
+}
 
-  // One microbatch: all forwards, all input backwards back down, then stage 0's weight backward.
-  double path = earliest_forward[num_stages - 1] + problem.stages[num_stages - 1].forward;
-  for (int s = num_stages - 1; s >= 0; --s) {
-    path += problem.stages[s].backward_input + (s > 0 ? problem.p2p(s, s - 1) : 0.0);
-  }
-  path += problem.stages[0].backward_weight;
-  return std::max(bound, path);
+}  // namespace
+
+double makespan_lower_bound(const Problem& problem) {
+  return std::max(work_and_path_bound(problem), memory_area_bound(problem));
 }
 
 Metrics compute_metrics(const Problem& problem, const Schedule& schedule) {
@@ -70,7 +70,7 @@ Metrics compute_metrics(const Problem& problem, const Schedule& schedule) {
   m.idle_fraction = m.makespan > 0 ? 1 - total_busy / (problem.ranks * m.makespan) : 0;
   m.bubble_rate = m.span > 0 ? (m.span - longest->busy) / m.span : 0;
   m.lower_bound = 0;
-  raise_lower_bound(m, trivial_lower_bound(problem));
+  raise_lower_bound(m, makespan_lower_bound(problem));
   return m;
 }
 

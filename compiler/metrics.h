@@ -33,8 +33,9 @@ Metrics compute_metrics(const Problem& problem, const Schedule& schedule);
 // Raises the metrics' lower bound to a proven `bound` (e.g. the solver's) and updates the gap.
 void raise_lower_bound(Metrics& metrics, double bound);
 
-// A makespan no schedule can beat: the longest of (earliest start of a rank's first op + its
-// work) and one microbatch's critical path through all stages and back.
-double trivial_lower_bound(const Problem& problem);
+// A makespan no schedule within the budget can beat (docs/semantics.md, Metrics: lower_bound):
+// the longest of (earliest start of a rank's first op + its work), one microbatch's critical path
+// through all stages and back, and memory_area_bound (compiler/memory_bound.h).
+double makespan_lower_bound(const Problem& problem);
 
 }  // namespace optpipe

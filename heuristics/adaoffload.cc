@@ -85,7 +85,10 @@ constexpr int64_t kListSchedulerOps = 4096;
 
 class Search {
  public:
-  explicit Search(const Problem& problem) : problem_(problem) {}
+  explicit Search(const Problem& problem)
+      : problem_(problem),
+        recompute_(std::any_of(problem.stages.begin(), problem.stages.end(),
+                               [](const StageCosts& s) { return s.can_recompute(); })) {}
 
   // Fits `build()`'s order by offloading and keeps it if best; false when it does not fit (or
   // cannot beat the best even without offload, or deadlocks).
@@ -108,12 +111,16 @@ class Search {
     OffloadedSchedule fitted = fit_offloads(problem_, order, timing, kMethod,
                                             OffloadChoice::kLongestLived, OffloadSet(problem_));
     const bool fits = fitted.fits();
-    if (!best_ || better_offloaded(fitted, *best_)) best_ = std::move(fitted);
+    offer(std::move(fitted));
     return fits;
   }
 
-  // A schedule found elsewhere (already fitted).
+  // A schedule found elsewhere, fitted by offload or not at all; where it exceeds the budget,
+  // recompute covers what it can (the link had no room, or there is none).
   void offer(OffloadedSchedule candidate) {
+    if (!candidate.fits() && recompute_) {
+      candidate = fit_recompute(problem_, std::move(candidate), kMethod);
+    }
     if (!best_ || better_offloaded(candidate, *best_)) best_ = std::move(candidate);
   }
 
@@ -123,6 +130,7 @@ class Search {
 
  private:
   const Problem& problem_;
+  const bool recompute_;  // some stage can recompute
   std::optional<OffloadedSchedule> best_;
 };
 

@@ -111,6 +111,51 @@ OffloadedSchedule evaluate(const Problem& problem, const Order& compute_order,
   return summarize(problem, std::move(order), std::move(schedule));
 }
 
+// An activation that could leave the device for a while: from `away_from` until `away_until`
+// it frees `bytes`; longer-lived ones go first.
+struct AwayCandidate {
+  int stage, mb;
+  double lifespan, away_from, away_until;
+  int64_t bytes;
+};
+
+// Sweeps a rank's memory steps: at every instant where live bytes exceed `budget`, takes the
+// untaken candidates with the longest lifespans whose time away covers that instant until the
+// estimate fits. Returns the indices taken; `unfixable` tells whether some instant stays over.
+std::vector<size_t> choose_longest_lived(const std::vector<MemoryStep>& steps, int64_t budget,
+                                         std::vector<AwayCandidate>& candidates, bool& unfixable) {
+  std::stable_sort(
+      candidates.begin(), candidates.end(),
+      [](const AwayCandidate& a, const AwayCandidate& b) { return a.lifespan > b.lifespan; });
+  std::vector<uint8_t> taken(candidates.size(), 0);
+  std::vector<size_t> chosen;
+  // Bytes that come back at future times, for candidates taken in this sweep.
+  using Return = std::pair<double, int64_t>;
+  std::priority_queue<Return, std::vector<Return>, std::greater<>> returns;
+  int64_t adjust = 0;
+  for (const MemoryStep& step : steps) {
+    while (!returns.empty() && returns.top().first <= step.time + kEpsilon) {
+      adjust += returns.top().second;
+      returns.pop();
+    }
+    int64_t live = step.live_bytes + adjust;
+    for (size_t c = 0; live > budget && c < candidates.size(); ++c) {
+      const AwayCandidate& cand = candidates[c];
+      if (taken[c] || cand.away_from > step.time + kEpsilon ||
+          cand.away_until <= step.time + kEpsilon) {
+        continue;
+      }
+      taken[c] = 1;
+      chosen.push_back(c);
+      adjust -= cand.bytes;
+      live -= cand.bytes;
+      returns.push({cand.away_until, cand.bytes});
+    }
+    if (live > budget) unfixable = true;
+  }
+  return chosen;
+}
+
 // Adds to `offloaded` activations of each rank that is over budget in `timing`: at every instant
 // where the estimated live bytes exceed the budget, the live activations with the longest
 // lifespans whose round trip fits and whose time on host covers that instant. Returns how many
@@ -126,13 +171,7 @@ int grow_longest_lived(const Problem& problem, const Order& compute_order,
     const int64_t budget = problem.activation_budget(r);
     if (peak_live_bytes(steps) <= budget) continue;
     const std::vector<double> ends = compute_ends(compute_order, r, timing);
-
-    struct Candidate {
-      int stage, mb;
-      double lifespan, away_from, away_until;
-      int64_t bytes;
-    };
-    std::vector<Candidate> candidates;
+    std::vector<AwayCandidate> candidates;
     for (const OpRef& ref : compute_order.ranks[r]) {
       if (ref.op != Op::kForward) continue;
       const int s = ref.stage;
@@ -148,38 +187,81 @@ int grow_longest_lived(const Problem& problem, const Order& compute_order,
       if (away_until <= away_from + kEpsilon) continue;  // the round trip does not fit
       candidates.push_back({s, j, b_start - f_end, away_from, away_until, bytes});
     }
-    std::stable_sort(
-        candidates.begin(), candidates.end(),
-        [](const Candidate& a, const Candidate& b) { return a.lifespan > b.lifespan; });
-    std::vector<uint8_t> taken(candidates.size(), 0);
-
-    // Bytes that come back (reloads) at future times, for activations chosen in this sweep.
-    using Return = std::pair<double, int64_t>;
-    std::priority_queue<Return, std::vector<Return>, std::greater<>> returns;
-    int64_t adjust = 0;
-    for (const MemoryStep& step : steps) {
-      while (!returns.empty() && returns.top().first <= step.time + kEpsilon) {
-        adjust += returns.top().second;
-        returns.pop();
-      }
-      int64_t live = step.live_bytes + adjust;
-      for (size_t c = 0; live > budget && c < candidates.size(); ++c) {
-        const Candidate& cand = candidates[c];
-        if (taken[c] || cand.away_from > step.time + kEpsilon ||
-            cand.away_until <= step.time + kEpsilon) {
-          continue;
-        }
-        taken[c] = 1;
-        offloaded.add(cand.stage, cand.mb);
-        ++added;
-        adjust -= cand.bytes;
-        live -= cand.bytes;
-        returns.push({cand.away_until, cand.bytes});
-      }
-      if (live > budget) unfixable = true;
+    for (size_t c : choose_longest_lived(steps, budget, candidates, unfixable)) {
+      offloaded.add(candidates[c].stage, candidates[c].mb);
+      ++added;
     }
   }
   return added;
+}
+
+// Adds to `recomputed` activations of each rank over budget in `schedule` (an order with its
+// timing) that stay on the device and whose stage can recompute, longest-lived first. R(s, j)
+// goes right before B(s, j), so it starts when the compute op listed before that B ends: until
+// then the activation holds only its checkpoint bytes.
+int grow_recomputed(const Problem& problem, const Order& order, const Schedule& schedule,
+                    OpTable<uint8_t>& recomputed, bool& unfixable) {
+  unfixable = false;
+  const Timing timing(problem, schedule);
+  int added = 0;
+  for (int r = 0; r < problem.ranks; ++r) {
+    const std::vector<MemoryStep> steps = memory_timeline(problem, schedule.ranks[r]);
+    const int64_t budget = problem.activation_budget(r);
+    if (peak_live_bytes(steps) <= budget) continue;
+    // End of the compute op listed before each backward: when an R inserted there would start.
+    OpTable<double> before_backward(problem, kNotTimed);
+    double previous_end = kNotTimed;
+    std::vector<OpRef> offloaded;
+    for (const OpRef& ref : order.ranks[r]) {
+      if (ref.op == Op::kOffload) offloaded.push_back(ref);
+      if (!is_compute(ref.op)) continue;
+      if (ref.op == Op::kBackwardInput || ref.op == Op::kBackward) {
+        before_backward[{Op::kForward, ref.stage, ref.microbatch}] = previous_end;
+      }
+      previous_end = timing.end[ref];
+    }
+    std::vector<AwayCandidate> candidates;
+    for (const OpRef& ref : order.ranks[r]) {
+      const StageCosts& stage = problem.stages[ref.stage];
+      if (ref.op != Op::kForward || !stage.can_recompute() || stage.recomputed_bytes() <= 0 ||
+          recomputed[ref] ||
+          std::count(offloaded.begin(), offloaded.end(),
+                     OpRef{Op::kOffload, ref.stage, ref.microbatch}) > 0) {
+        continue;
+      }
+      const double away_until = before_backward[ref];
+      if (std::isnan(away_until) || away_until <= timing.end[ref] + kEpsilon) continue;
+      candidates.push_back({ref.stage, ref.microbatch,
+                            timing.backward_start(ref.stage, ref.microbatch) - timing.end[ref],
+                            timing.end[ref], away_until, stage.recomputed_bytes()});
+    }
+    for (size_t c : choose_longest_lived(steps, budget, candidates, unfixable)) {
+      recomputed[{Op::kForward, candidates[c].stage, candidates[c].mb}] = 1;
+      ++added;
+    }
+  }
+  return added;
+}
+
+// `order` with R(s, j) listed right before the backward of every recomputed activation that
+// has none yet.
+Order with_recompute(const Order& order, const OpTable<uint8_t>& recomputed) {
+  Order result;
+  result.ranks.resize(order.ranks.size());
+  for (size_t r = 0; r < order.ranks.size(); ++r) {
+    for (const OpRef& ref : order.ranks[r]) {
+      const bool backward = ref.op == Op::kBackwardInput || ref.op == Op::kBackward;
+      const OpRef forward{Op::kForward, ref.stage, ref.microbatch};
+      const bool listed =
+          !result.ranks[r].empty() &&
+          result.ranks[r].back() == OpRef{Op::kRecompute, ref.stage, ref.microbatch};
+      if (backward && recomputed[forward] && !listed) {
+        result.ranks[r].push_back({Op::kRecompute, ref.stage, ref.microbatch});
+      }
+      result.ranks[r].push_back(ref);
+    }
+  }
+  return result;
 }
 
 }  // namespace
@@ -349,6 +431,26 @@ OffloadedSchedule fit_offloads(const Problem& problem, const Order& compute_orde
     // Even offloading every candidate leaves an instant over budget, or the last round brought
     // the excess no lower: more rounds will not help.
     if ((unfixable && round == 0) || (!fits && !improved)) break;
+  }
+  return best;
+}
+
+OffloadedSchedule fit_recompute(const Problem& problem, OffloadedSchedule fitted,
+                                const std::string& method) {
+  if (fitted.fits()) return fitted;
+  OpTable<uint8_t> recomputed(problem, 0);
+  Order order = fitted.order;
+  Schedule timing = fitted.schedule;
+  OffloadedSchedule best = std::move(fitted);
+  for (int round = 0; round < kMaxRounds; ++round) {
+    bool unfixable = false;
+    if (grow_recomputed(problem, order, timing, recomputed, unfixable) == 0) break;
+    order = with_recompute(order, recomputed);
+    OffloadedSchedule candidate = time_with_simulator(problem, order, method);
+    const bool improved = better_offloaded(candidate, best);
+    timing = candidate.schedule;
+    if (improved) best = std::move(candidate);
+    if (best.fits() || !improved) break;
   }
   return best;
 }

@@ -62,6 +62,15 @@ OffloadedSchedule fit_offloads(const Problem& problem, const Order& compute_orde
                                const Schedule& compute_timing, const std::string& method,
                                OffloadChoice choice, OffloadSet initial);
 
+// Where `fitted` (an order with or without transfers, timed) still exceeds the budget,
+// recomputes the longest-lived activations that stay on the device and whose stage can
+// recompute: R(s, j) is listed right before B(s, j), so the activation holds only its checkpoint
+// bytes from its F's end until R starts, at the cost of T_R on the rank (docs/semantics.md).
+// Rounds with the simulator's times while the excess falls; returns the best schedule seen,
+// `fitted` included.
+OffloadedSchedule fit_recompute(const Problem& problem, OffloadedSchedule fitted,
+                                const std::string& method);
+
 // Times `order` with compiler/simulate: what a generator returns.
 OffloadedSchedule time_with_simulator(const Problem& problem, Order order,
                                       const std::string& method);

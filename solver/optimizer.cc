@@ -15,10 +15,11 @@ namespace {
 
 constexpr double kImprovement = 1e-9;
 
-bool has_transfers(const Schedule& schedule) {
+// Offload and recompute actions, which the order MILP does not model yet.
+bool moves_activations(const Schedule& schedule) {
   for (const auto& actions : schedule.ranks) {
     for (const Action& a : actions) {
-      if (is_transfer(a.ref.op)) return true;
+      if (is_transfer(a.ref.op) || a.ref.op == Op::kRecompute) return true;
     }
   }
   return false;
@@ -36,10 +37,11 @@ class Search {
   OptimizeResult run(const Schedule& seed) {
     best_ = seed;
     best_makespan_ = compute_metrics(problem_, seed).makespan;
-    stats_.bound = trivial_lower_bound(problem_);
-    if (has_transfers(seed)) {
+    stats_.bound = makespan_lower_bound(problem_);
+    if (moves_activations(seed)) {
       stats_.status = "skipped";
-      stats_.note = "seeds with offload are kept as they are; the MILP does not move transfers yet";
+      stats_.note =
+          "seeds with offload or recompute are kept as they are; the MILP does not model them yet";
       return finish();
     }
     order_ = split_backward(order_of(seed));

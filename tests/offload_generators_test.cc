@@ -251,5 +251,27 @@ TEST(OffloadGenerators, RegistryBuildsBothOnEveryRandomProblem) {
   }
 }
 
+// Two chunks per rank and no host link: one microbatch at a time already holds both chunks'
+// activations (2000 bytes) on a rank, over the 1100-byte budget. Recomputing the first chunk's
+// activation (keeping its 100-byte checkpoint) is the only way to fit.
+TEST(OffloadGenerators, AdaOffloadRecomputesWhereOnlyRecomputeFits) {
+  testing::UniformCosts costs;
+  costs.checkpoint_bytes = 100;
+  Problem problem = testing::uniform_problem(2, 2, 4, costs);
+  for (int r = 0; r < problem.ranks; ++r) problem.budget_bytes[r] = problem.static_bytes[r] + 1100;
+  const OffloadedSchedule ada = adaoffload_schedule(problem);
+  expect_valid(problem, ada, "adaoffload");
+  EXPECT_TRUE(ada.fits());
+  int recomputes = 0;
+  for (const auto& refs : ada.order.ranks) {
+    recomputes += static_cast<int>(std::count_if(
+        refs.begin(), refs.end(), [](const OpRef& r) { return r.op == Op::kRecompute; }));
+  }
+  EXPECT_GT(recomputes, 0);
+  Problem without = problem;
+  for (StageCosts& stage : without.stages) stage.checkpoint_bytes.reset();
+  EXPECT_FALSE(adaoffload_schedule(without).fits());
+}
+
 }  // namespace
 }  // namespace optpipe

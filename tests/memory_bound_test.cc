@@ -1,0 +1,174 @@
+// The memory-aware makespan lower bound: hand-computed values on a tiny pipeline, never above a
+// schedule that fits the budget, never lowered by a smaller budget.
+#include "compiler/memory_bound.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <optional>
+#include <random>
+#include <vector>
+
+#include "compiler/metrics.h"
+#include "compiler/simulator.h"
+#include "compiler/validator.h"
+#include "heuristics/registry.h"
+#include "tests/test_problems.h"
+
+namespace optpipe {
+namespace {
+
+// R = 2, m = 16, T_F = T_B = T_W = 1, A = O = 1000, G = 0, p2p 8, room for 3 activations per
+// rank. Stage 0's round trip L = 1 + 8 + 1 + 1 + 8 + 1 = 20, so rank 0's activations cover at
+// least 16 x 1000 x 20 = 320000 bytes x time under a budget of 3000 bytes: C >= 320/3. The work
+// bound is 57 (rank 1: first F at 9, work 48).
+Problem tiny_problem(std::optional<int64_t> checkpoint_bytes = std::nullopt) {
+  testing::UniformCosts costs;
+  costs.checkpoint_bytes = checkpoint_bytes;
+  Problem p = testing::uniform_problem(2, 1, 16, costs, PlacementKind::kLoop, 8);
+  for (int r = 0; r < p.ranks; ++r) p.budget_bytes[r] = p.static_bytes[r] + 3000;
+  return p;
+}
+
+// 250 bytes per time unit each way: an offload or a reload of 1000 bytes takes 4, so an offload
+// saves 1000 x (20 - 1 - 4 - 4 - 1) = 10000 per activation, 10 per byte. Transfers of rank 0 lie
+// at least 1 (F) after the first op's start and 2 (B, W) before the end.
+Problem with_link(Problem p, ChannelMode mode) {
+  p.offload = OffloadLink{250, 250, mode, {0, 1}};
+  return p;
+}
+
+TEST(MemoryBound, HandComputedWithoutOffload) {
+  const Problem p = tiny_problem();
+  EXPECT_NEAR(memory_area_bound(p), 320.0 / 3, 1e-9);
+  EXPECT_NEAR(makespan_lower_bound(p), 320.0 / 3, 1e-9);
+}
+
+TEST(MemoryBound, HandComputedWithADuplexLink) {
+  // The D2H and H2D channels each carry 250 bytes per time unit in (C - 3):
+  // 320000 - 3000 C <= 10 x 250 (C - 3)  =>  C >= 327500 / 5500 = 655 / 11.
+  EXPECT_NEAR(makespan_lower_bound(with_link(tiny_problem(), ChannelMode::kDuplex)), 655.0 / 11,
+              1e-9);
+}
+
+TEST(MemoryBound, HandComputedWithASharedLink) {
+  // One channel for both directions: 125 offloaded bytes per time unit.
+  // 320000 - 3000 C <= 10 x 125 (C - 3)  =>  C >= 323750 / 4250 = 1295 / 17.
+  EXPECT_NEAR(makespan_lower_bound(with_link(tiny_problem(), ChannelMode::kShared)), 1295.0 / 17,
+              1e-9);
+}
+
+TEST(MemoryBound, HandComputedWithRecompute) {
+  // Checkpoint 100 bytes, T_R = 1: recompute saves 900 x (20 - 3) = 15300 per activation, more than
+  // an offload, and needs no channel: C >= 16 x (20000 - 15300) / 3000, below the work bound.
+  const Problem p = tiny_problem(100);
+  EXPECT_NEAR(memory_area_bound(p), 75200.0 / 3000, 1e-9);
+  EXPECT_NEAR(memory_area_bound(with_link(p, ChannelMode::kDuplex)), 75200.0 / 3000, 1e-9);
+  EXPECT_NEAR(makespan_lower_bound(p), 57, 1e-9);
+}
+
+TEST(MemoryBound, HandComputedWithRecomputeAndOffload) {
+  // Checkpoint 900 bytes: recompute saves 100 x 17 = 1700, offload 8300 more (8.3 per byte). Area
+  // 16 x 18300: 292800 - 3000 C <= 8.3 x 250 (C - 3)  =>  C >= 299025 / 5075.
+  const Problem p = with_link(tiny_problem(900), ChannelMode::kDuplex);
+  EXPECT_NEAR(makespan_lower_bound(p), 299025.0 / 5075, 1e-9);
+}
+
+// Each rank's budget: static bytes + `fraction` of all its activations at once.
+Problem with_budget_fraction(Problem p, double fraction) {
+  for (int r = 0; r < p.ranks; ++r) {
+    int64_t all = 0;
+    for (const int s : p.stages_of_rank(r)) all += p.stages[s].activation_bytes * p.microbatches;
+    p.budget_bytes[r] = p.static_bytes[r] + static_cast<int64_t>(fraction * all);
+  }
+  return p;
+}
+
+bool offloads_or_recomputes(const Order& order) {
+  for (const auto& refs : order.ranks) {
+    for (const OpRef& ref : refs) {
+      if (is_transfer(ref.op) || ref.op == Op::kRecompute) return true;
+    }
+  }
+  return false;
+}
+
+// Each schedule is held to the bound at the problem's budget when it fits it, and at its own
+// peaks, the tightest budget it fits, where memory binds most.
+TEST(MemoryBound, NoScheduleWithinTheBudgetBeatsIt) {
+  std::mt19937 rng(20261122);
+  int within_budget = 0, recomputing = 0, memory_binds = 0;
+  for (int trial = 0; trial < 300; ++trial) {
+    Problem problem = testing::random_problem(rng);
+    if (std::uniform_int_distribution<int>(0, 1)(rng)) {
+      for (StageCosts& c : problem.stages) {
+        c.checkpoint_bytes = std::uniform_int_distribution<int64_t>(0, c.activation_bytes)(rng);
+        c.recompute_forward = c.forward * std::uniform_real_distribution<double>(0.5, 1.0)(rng);
+      }
+    }
+    // Half the budgets leave room for 40-100% of each rank's activations, half for 5-40%.
+    const double low = trial % 2 ? 0.4 : 0.05;
+    problem =
+        with_budget_fraction(problem, std::uniform_real_distribution<double>(low, low * 2.5)(rng));
+    Problem roomy = problem;
+    for (int64_t& b : roomy.budget_bytes) b = int64_t{1} << 60;
+    const double bound = makespan_lower_bound(problem);
+    for (const Generator& generator : generators()) {
+      if (!generator.unsupported_reason(problem).empty()) continue;
+      const Order order = generator.build(problem);
+      std::vector<Order> orders = {order};
+      if (problem.stages[0].can_recompute() && !offloads_or_recomputes(order)) {
+        orders.push_back(testing::recompute_all(order));
+      }
+      for (const Order& candidate : orders) {
+        const bool recomputes = &candidate != &orders.front();
+        SCOPED_TRACE(::testing::Message()
+                     << "trial " << trial << " " << generator.name << " R=" << problem.ranks
+                     << " v=" << problem.chunks_per_rank << " m=" << problem.microbatches
+                     << (recomputes ? " recomputing" : ""));
+        const Schedule schedule = simulate(problem, candidate, std::string(generator.name));
+        const auto violation = validate(roomy, schedule);
+        ASSERT_FALSE(violation) << violation->message;
+        const Metrics metrics = compute_metrics(problem, schedule);
+        if (metrics.within_budget) {
+          EXPECT_GE(metrics.makespan, bound * (1 - 1e-9));
+          ++within_budget;
+        }
+        Problem at_peak = problem;
+        for (const RankMetrics& rank : metrics.ranks) {
+          at_peak.budget_bytes[rank.rank] = rank.peak_bytes;
+        }
+        const double bound_at_peak = makespan_lower_bound(at_peak);
+        EXPECT_GE(metrics.makespan, bound_at_peak * (1 - 1e-9)) << "at its own peak";
+        recomputing += recomputes;
+        memory_binds += memory_area_bound(at_peak) > makespan_lower_bound(roomy);
+      }
+    }
+  }
+  std::printf(
+      "%d schedules within the budget; at their own peaks %d recomputing, %d where "
+      "memory binds\n",
+      within_budget, recomputing, memory_binds);
+  EXPECT_GT(within_budget, 500);
+  EXPECT_GT(recomputing, 200);
+  EXPECT_GT(memory_binds, 200);
+}
+
+TEST(MemoryBound, ASmallerBudgetNeverLowersIt) {
+  std::mt19937 rng(7);
+  for (int trial = 0; trial < 200; ++trial) {
+    Problem problem = testing::random_problem(rng);
+    if (trial % 2) {
+      for (StageCosts& c : problem.stages) c.checkpoint_bytes = c.activation_bytes / 4;
+    }
+    double previous = 0;
+    for (double fraction = 1.0; fraction > 0.05; fraction -= 0.05) {
+      const double bound = makespan_lower_bound(with_budget_fraction(problem, fraction));
+      EXPECT_GE(bound, previous * (1 - 1e-12)) << "trial " << trial << " fraction " << fraction;
+      previous = bound;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace optpipe
