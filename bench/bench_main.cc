@@ -65,7 +65,8 @@ int main(int argc, char** argv) {
   for (const ProfileSpec& p : suite_profiles(kind)) {
     if (only.empty() || p.name.find(only) != std::string::npos) profiles.push_back(p);
   }
-  const size_t total = profiles.size() * suite_budget_fractions().size();
+  size_t total = 0;
+  for (const ProfileSpec& p : profiles) total += budget_fractions(p).size();
   const std::string started = utc_now();
   const auto clock_start = std::chrono::steady_clock::now();
 

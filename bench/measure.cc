@@ -39,8 +39,12 @@ void describe_schedule(const Problem& problem, const Schedule& schedule, const M
   result.lower_bound = metrics.lower_bound;
   result.gap = metrics.gap;
   result.offloads = 0;
+  result.recomputes = 0;
   for (const auto& actions : schedule.ranks) {
-    for (const Action& a : actions) result.offloads += a.ref.op == Op::kOffload ? 1 : 0;
+    for (const Action& a : actions) {
+      result.offloads += a.ref.op == Op::kOffload ? 1 : 0;
+      result.recomputes += a.ref.op == Op::kRecompute ? 1 : 0;
+    }
   }
 }
 

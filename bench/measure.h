@@ -28,6 +28,7 @@ struct MethodResult {
   int64_t peak_bytes = 0;       // highest over the ranks
   double peak_over_budget = 0;  // highest over the ranks of peak / budget
   int offloads = 0;
+  int recomputes = 0;
   double seconds = 0;         // wall clock: build + simulate + validate (milp: the optimiser)
   std::string solver_status;  // milp only
   std::string label() const;  // "zb-v/vshape", "milp@2s"

@@ -124,7 +124,7 @@ std::string method_table(const std::vector<CaseResult>& cases) {
 
 std::string detail_table(const std::vector<CaseResult>& cases) {
   std::string out =
-      "| case | method/layout | makespan | idle % | peak GiB / budget | feasible | offloads | "
+      "| case | method/layout | makespan | idle % | peak GiB / budget | feasible | offloads / R | "
       "compile s | LB | gap |\n|---|---|---|---|---|---|---|---|---|---|\n";
   for (const CaseResult& c : cases) {
     std::vector<const MethodResult*> all;
@@ -137,11 +137,11 @@ std::string detail_table(const std::vector<CaseResult>& cases) {
         continue;
       }
       out += fmt::format(
-          "| {} | {} | {:.1f} | {:.1f} | {:.1f} ({:.0f}%) | {} | {} | {:.3f} | "
+          "| {} | {} | {:.1f} | {:.1f} | {:.1f} ({:.0f}%) | {} | {} / {} | {:.3f} | "
           "{:.1f} | {:.1f}% |\n",
           c.name, r->label(), r->makespan, 100 * r->idle_fraction, r->peak_bytes / kGiB,
-          100 * r->peak_over_budget, r->feasible ? "yes" : "no", r->offloads, r->seconds,
-          r->lower_bound, 100 * r->gap);
+          100 * r->peak_over_budget, r->feasible ? "yes" : "no", r->offloads, r->recomputes,
+          r->seconds, r->lower_bound, 100 * r->gap);
     }
   }
   return out;
@@ -188,6 +188,7 @@ nlohmann::json to_json(const MethodResult& r) {
             {"peak_bytes", r.peak_bytes},
             {"peak_over_budget", r.peak_over_budget},
             {"offloads", r.offloads},
+            {"recomputes", r.recomputes},
             {"lower_bound", r.lower_bound},
             {"gap", r.gap}});
   return j;

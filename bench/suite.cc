@@ -25,20 +25,25 @@ constexpr double kLayerBackwardWeightMs = 6.45;
 constexpr int64_t kLayerActivationBytes = 850 * kMiB;
 constexpr int64_t kLayerWeightGradBytes = 212 * kMiB;   // G: about a quarter of A is kept for W
 constexpr int64_t kLayerOffloadableBytes = 765 * kMiB;  // O: 90% of A can go to host
+// C: a stage's input, kept when its activations are recomputed (s·b·h·2 bytes, h = 5120).
+constexpr int64_t kStageInputBytes = 40 * kMiB;
 constexpr int64_t kStaticBytes = 30 * kGiB;
 constexpr double kP2pLatencyMs = 0.12;
 
 const ModelShape kGpt{"gpt", 1.10, 1.25, 1.25};
 const ModelShape kUneven{"uneven", 1.40, 1.80, 1.80};
 
-ProfileSpec make_profile(const ModelShape& shape, int ranks, int microbatches, bool ample) {
+ProfileSpec make_profile(const ModelShape& shape, int ranks, int microbatches, bool ample,
+                         bool recompute = false) {
   ProfileSpec p;
   p.shape = shape;
   p.ranks = ranks;
   p.microbatches = microbatches;
   p.link_name = ample ? "ample" : "scarce";
   p.link_gb_per_s = ample ? 50 : 5;
-  p.name = fmt::format("{}-R{}-m{}-{}", shape.name, ranks, microbatches, p.link_name);
+  p.recompute = recompute;
+  p.name = fmt::format("{}-R{}-m{}-{}{}", shape.name, ranks, microbatches, p.link_name,
+                       recompute ? "-recompute" : "");
   return p;
 }
 
@@ -55,6 +60,7 @@ std::vector<ProfileSpec> suite_profiles(SuiteKind kind) {
       for (const int m : {r, 2 * r}) {
         for (const bool ample : {true, false}) profiles.push_back(make_profile(kGpt, r, m, ample));
       }
+      profiles.push_back(make_profile(kGpt, r, 2 * r, false, true));
     }
     return profiles;
   }
@@ -69,11 +75,13 @@ std::vector<ProfileSpec> suite_profiles(SuiteKind kind) {
   for (const int r : {4, 8, 16, 32}) {
     for (const bool ample : {true, false})
       profiles.push_back(make_profile(kUneven, r, 2 * r, ample));
+    profiles.push_back(make_profile(kGpt, r, 2 * r, false, true));
   }
   return profiles;
 }
 
-std::vector<double> suite_budget_fractions() {
+std::vector<double> budget_fractions(const ProfileSpec& profile) {
+  if (profile.recompute) return {0.5, 0.33, 0.2, 0.1};
   return {1.0, 0.75, 0.5, 0.33};
 }
 
@@ -107,6 +115,10 @@ Problem build_problem(const ProfileSpec& profile, int chunks, PlacementKind plac
     c.activation_bytes = std::llround(kLayerActivationBytes * bytes_scale);
     c.weight_grad_bytes = std::llround(kLayerWeightGradBytes * bytes_scale);
     c.offloadable_bytes = std::llround(kLayerOffloadableBytes * bytes_scale);
+    if (profile.recompute) {
+      c.checkpoint_bytes = kStageInputBytes;
+      c.recompute_forward = c.forward;
+    }
     p.stages.push_back(c);
   }
   p.p2p_latency = kP2pLatencyMs;
@@ -142,7 +154,7 @@ std::vector<BenchCase> profile_cases(const ProfileSpec& profile) {
   };
   const int64_t peak = one_f_one_b_activation_peak(layouts.front().problem);
   std::vector<BenchCase> cases;
-  for (const double fraction : suite_budget_fractions()) {
+  for (const double fraction : budget_fractions(profile)) {
     BenchCase c;
     c.profile = profile;
     c.budget_fraction = fraction;

@@ -25,6 +25,9 @@ struct ProfileSpec {
   int microbatches = 4;
   std::string link_name;  // "ample" or "scarce"
   double link_gb_per_s = 50;
+  // Every stage keeps its input as a checkpoint and may recompute its activations (issue 7):
+  // budgets then go below what full offload alone reaches on the link.
+  bool recompute = false;
 };
 
 // One way to lay the same model out: "v1" (1 stage per rank), "loop2" (v = 2, loop placement,
@@ -46,7 +49,8 @@ struct BenchCase {
 enum class SuiteKind { kQuick, kFull };
 
 std::vector<ProfileSpec> suite_profiles(SuiteKind kind);
-std::vector<double> suite_budget_fractions();
+// The budgets of a profile's cases, as fractions of 1F1B's activation peak.
+std::vector<double> budget_fractions(const ProfileSpec& profile);
 
 // The profile laid out with `chunks` chunks per rank on `placement`, with an ample budget.
 Problem build_problem(const ProfileSpec& profile, int chunks, PlacementKind placement);
