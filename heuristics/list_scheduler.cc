@@ -2,10 +2,10 @@
 
 #include <algorithm>
 #include <deque>
-#include <functional>
 #include <limits>
 #include <optional>
 #include <queue>
+#include <tuple>
 
 #include "compiler/dependencies.h"
 #include "compiler/errors.h"
@@ -31,10 +31,27 @@ struct RankState {
   int max_in_flight = std::numeric_limits<int>::max();
   int in_flight = 0;
   int remaining = 0;
-  double free_at = 0;    // when the rank next decides
-  double last_end = 0;   // end of its last op
-  double idle = 0;       // time between its ops so far
+  double remaining_work = 0;  // durations of its compute ops left
+  double free_at = 0;         // when the rank next decides
+  double last_end = 0;        // end of its last op
+  double idle = 0;            // time between its ops so far
   bool waiting = false;  // found nothing ready at free_at; let ranks free at the same time go first
+  // Found nothing it may run: free_at is when its next op that is known to become ready does, or
+  // infinity; a commit elsewhere that readies one of its next ops earlier wakes it then.
+  bool asleep = false;
+  int decision_version = 0;  // bumped at every reschedule
+};
+
+// A rank's next decision; the earliest goes first, waiting ranks last among equals, then by rank.
+// `version` tells whether the rank has been rescheduled since (a heap with lazy deletion).
+struct Decision {
+  double time;
+  bool waiting;
+  int rank;
+  int version;
+  bool operator>(const Decision& other) const {
+    return std::tie(time, waiting, rank) > std::tie(other.time, other.waiting, other.rank);
+  }
 };
 
 enum class ForwardVerdict { kAllowed, kBlockedByMemory, kBlockedByCount };
@@ -42,72 +59,109 @@ enum class ForwardVerdict { kAllowed, kBlockedByMemory, kBlockedByCount };
 class ListScheduler {
  public:
   ListScheduler(const Problem& problem, const ListPolicy& policy)
-      : problem_(problem), policy_(policy), end_(problem, kInfinity) {
+      : problem_(problem),
+        policy_(policy),
+        end_(problem, kInfinity),
+        local_of_stage_(problem.num_stages()) {
     ranks_.resize(problem.ranks);
     for (int r = 0; r < problem.ranks; ++r) {
       RankState& rank = ranks_[r];
       rank.stages = problem.stages_of_rank(r);
+      for (size_t i = 0; i < rank.stages.size(); ++i) local_of_stage_[rank.stages[i]] = i;
       rank.next_forward.assign(rank.stages.size(), 0);
       rank.next_backward.assign(rank.stages.size(), 0);
       rank.held_bytes.assign(problem.microbatches, 0);
       rank.remaining = 3 * static_cast<int>(rank.stages.size()) * problem.microbatches;
+      for (int s : rank.stages) {
+        const StageCosts& costs = problem.stages[s];
+        rank.remaining_work +=
+            problem.microbatches * (costs.forward + costs.backward_input + costs.backward_weight);
+      }
       if (!policy.memory_limit_bytes.empty()) rank.memory_limit = policy.memory_limit_bytes[r];
       if (!policy.max_in_flight.empty()) rank.max_in_flight = policy.max_in_flight[r];
     }
     order_.ranks.resize(problem.ranks);
     if (policy.offload && problem.offload) ledger_.emplace(problem, *policy.offload);
+    for (int r = 0; r < problem.ranks; ++r) {
+      if (ranks_[r].remaining > 0) decisions_.push({0, false, r, 0});
+    }
   }
 
   ListOutcome run() {
     while (true) {
-      const int r = next_rank();
-      if (r < 0) {
+      const int r = pop_next_rank();
+      if (r < 0) return outcome();
+      if (abandoned_) {
         ListOutcome outcome;
-        outcome.order = std::move(order_);
-        outcome.makespan = makespan_;
-        for (const RankState& rank : ranks_) {
-          outcome.peak_live_bytes.push_back(rank.peak_bytes);
-          if (rank.first_start >= 0) {
-            outcome.span = std::max(outcome.span, rank.last_end - rank.first_start);
-          }
-        }
+        outcome.abandoned = true;
         return outcome;
       }
       RankState& rank = ranks_[r];
+      now_ = rank.free_at;
       if (ledger_) issue_due_reloads(r);
       if (const auto op = choose(r)) {
         commit(r, *op);
-      } else if (another_rank_decides_at(r, rank.free_at)) {
-        rank.waiting = true;
+      } else if (another_rank_decides_at(rank.free_at)) {
+        reschedule(r, rank.free_at, true);
       } else {
-        rank.free_at = next_event_after(rank.free_at);
-        rank.waiting = false;
+        fall_asleep(r);
       }
     }
   }
 
  private:
-  // The rank with work left that becomes free first (waiting ranks last among equals): every op
-  // starting earlier is committed, so what is ready at its free time is known.
-  int next_rank() const {
-    int best = -1;
-    for (int r = 0; r < problem_.ranks; ++r) {
-      const RankState& rank = ranks_[r];
-      if (rank.remaining == 0) continue;
-      if (best < 0 || std::pair(rank.free_at, rank.waiting) <
-                          std::pair(ranks_[best].free_at, ranks_[best].waiting)) {
-        best = r;
+  // Once no rank has a decision to make: the result, or a deadlock when ranks with work left
+  // sleep with none of their next ops in sight.
+  ListOutcome outcome() {
+    ListOutcome outcome;
+    for (const RankState& rank : ranks_) {
+      if (rank.remaining > 0) {
+        throw DeadlockError("list scheduler: no rank can make progress (in-flight limit too low?)");
+      }
+      outcome.peak_live_bytes.push_back(rank.peak_bytes);
+      if (rank.first_start >= 0) {
+        outcome.span = std::max(outcome.span, rank.last_end - rank.first_start);
       }
     }
-    return best;
+    outcome.order = std::move(order_);
+    outcome.makespan = makespan_;
+    return outcome;
   }
 
-  bool another_rank_decides_at(int r, double time) const {
-    for (int other = 0; other < problem_.ranks; ++other) {
-      const RankState& rank = ranks_[other];
-      if (other != r && rank.remaining > 0 && !rank.waiting && rank.free_at == time) return true;
+  // The rank with work left that becomes free first (waiting ranks last among equals): every op
+  // starting earlier is committed, so what is ready at its free time is known. It is taken off the
+  // queue: every outcome of its decision reschedules it.
+  int pop_next_rank() {
+    drop_outdated_decisions();
+    if (decisions_.empty()) return -1;
+    const int r = decisions_.top().rank;
+    decisions_.pop();
+    return r;
+  }
+
+  // Whether a rank that has not yet found nothing decides at `time` too.
+  bool another_rank_decides_at(double time) {
+    drop_outdated_decisions();
+    return !decisions_.empty() && decisions_.top().time == time && !decisions_.top().waiting;
+  }
+
+  void drop_outdated_decisions() {
+    while (!decisions_.empty() &&
+           decisions_.top().version != ranks_[decisions_.top().rank].decision_version) {
+      decisions_.pop();
     }
-    return false;
+  }
+
+  // Moves rank r's next decision; a rank without work left decides no more, and one asleep with
+  // none of its next ops in sight waits for a wake-up.
+  void reschedule(int r, double time, bool waiting) {
+    RankState& rank = ranks_[r];
+    rank.free_at = time;
+    rank.waiting = waiting;
+    ++rank.decision_version;
+    if (rank.remaining > 0 && time < kInfinity) {
+      decisions_.push({time, waiting, r, rank.decision_version});
+    }
   }
 
   // When `ref` could start, or infinity while a predecessor is not committed. The dependencies of
@@ -160,16 +214,18 @@ class ListScheduler {
   // microbatch k with unstarted Fs needs the bytes held by microbatches >= k plus its own
   // remaining activations under the limit. With one chunk per rank nothing is ever pending.
   bool safe_after_forward(const RankState& rank, size_t local) const {
-    std::vector<int> next = rank.next_forward;
-    const int j = next[local]++;
-    int oldest_pending = next[0];
-    for (size_t i = 1; i < next.size(); ++i) oldest_pending = std::min(oldest_pending, next[i]);
+    const int j = rank.next_forward[local];
+    auto next_after = [&](size_t i) { return rank.next_forward[i] + (i == local ? 1 : 0); };
+    int oldest_pending = next_after(0);
+    for (size_t i = 1; i < rank.stages.size(); ++i) {
+      oldest_pending = std::min(oldest_pending, next_after(i));
+    }
     int64_t held_by_younger = 0;
-    for (int k = next[0] - 1; k >= oldest_pending; --k) {
+    for (int k = next_after(0) - 1; k >= oldest_pending; --k) {
       held_by_younger += rank.held_bytes[k] + (k == j ? activation(rank.stages[local]) : 0);
       int64_t needed = 0;
-      for (size_t i = 1; i < next.size(); ++i) {
-        if (next[i] <= k) needed += activation(rank.stages[i]);
+      for (size_t i = 1; i < rank.stages.size(); ++i) {
+        if (next_after(i) <= k) needed += activation(rank.stages[i]);
       }
       if (held_by_younger + needed > rank.memory_limit) return false;
     }
@@ -183,7 +239,6 @@ class ListScheduler {
          ledger_->due_reloads(r, rank.next_backward, rank.last_end)) {
       const int64_t bytes = problem_.stages[reload.ref.stage].offloadable_bytes;
       rank.live_bytes += bytes;
-      events_.push(reload.end);
       order_.ranks[r].push_back(reload.ref);
     }
   }
@@ -260,8 +315,7 @@ class ListScheduler {
 
   void commit(int r, const OpRef& ref) {
     RankState& rank = ranks_[r];
-    const size_t local =
-        std::find(rank.stages.begin(), rank.stages.end(), ref.stage) - rank.stages.begin();
+    const int local = local_of_stage_[ref.stage];
     int64_t allocated = 0;
     switch (ref.op) {
       case Op::kForward:
@@ -297,12 +351,15 @@ class ListScheduler {
     const double end = start + duration(problem_, ref);
     makespan_ = std::max(makespan_, end);  // F(s0, mb0) starts at 0
     end_[ref] = end;
-    events_.push(end);
-    if (problem_.p2p_latency > 0) events_.push(end + problem_.p2p_latency);
     rank.last_end = end;
-    rank.free_at = std::max(rank.free_at, end);
-    rank.waiting = false;
+    rank.asleep = false;
     --rank.remaining;
+    // The rank runs its ops one after another, so it ends no earlier than this (give or take the
+    // rounding of the running sum, which must not cut a run that ties the bound).
+    rank.remaining_work -= duration(problem_, ref);
+    if (end + rank.remaining_work > policy_.abandon_above_makespan * (1 + 1e-9)) abandoned_ = true;
+    reschedule(r, std::max(rank.free_at, end), false);
+    wake_successor(ref, end);
     order_.ranks[r].push_back(ref);
     // Offload only where memory needs it: another forward would not fit beside this one.
     if (ledger_ && ref.op == Op::kForward &&
@@ -310,27 +367,66 @@ class ListScheduler {
             rank.memory_limit) {
       const int awaiting = ref.microbatch - rank.next_backward[local];
       if (const auto offload = ledger_->offload_after_forward(r, local, ref, end, awaiting)) {
-        events_.push(offload->end);
         order_.ranks[r].push_back(offload->ref);
       }
     }
   }
 
-  double next_event_after(double time) {
-    while (!events_.empty() && events_.top() <= time) events_.pop();
-    if (events_.empty()) {
-      throw DeadlockError("list scheduler: no rank can make progress (in-flight limit too low?)");
+  // Nothing the rank may run becomes ready before one of its next ops does: the rank's own state
+  // is fixed while it waits, and commits elsewhere only tighten the gap rule (max_idle_ grows,
+  // next_known_ready falls). So instead of stepping through every event, it sleeps until then.
+  void fall_asleep(int r) {
+    RankState& rank = ranks_[r];
+    double wake_at = kInfinity;
+    auto consider = [&](const OpRef& ref) {
+      const double ready = ready_time(ref);
+      if (ready > rank.free_at) wake_at = std::min(wake_at, ready);
+    };
+    for (size_t i = 0; i < rank.stages.size(); ++i) {
+      if (rank.next_forward[i] < problem_.microbatches) {
+        consider({Op::kForward, rank.stages[i], rank.next_forward[i]});
+      }
+      if (rank.next_backward[i] < problem_.microbatches) {
+        consider({Op::kBackwardInput, rank.stages[i], rank.next_backward[i]});
+      }
     }
-    return events_.top();
+    reschedule(r, wake_at, false);
+    rank.asleep = true;
+  }
+
+  // `done` ending at `end` readies the F or B that follows it on the next stage; if that is the
+  // next op of a sleeping rank, the rank wakes when it becomes ready (not before now).
+  void wake_successor(const OpRef& done, double end) {
+    OpRef next;
+    if (done.op == Op::kForward && done.stage + 1 < problem_.num_stages()) {
+      next = {Op::kForward, done.stage + 1, done.microbatch};
+    } else if (done.op == Op::kBackwardInput && done.stage > 0) {
+      next = {Op::kBackwardInput, done.stage - 1, done.microbatch};
+    } else {
+      return;
+    }
+    const int r = problem_.rank_of_stage[next.stage];
+    RankState& rank = ranks_[r];
+    const double ready = std::max(now_, end + problem_.p2p(done.stage, next.stage));
+    if (!rank.asleep || ready >= rank.free_at) return;
+    const int local = local_of_stage_[next.stage];
+    const int upcoming =
+        next.op == Op::kForward ? rank.next_forward[local] : rank.next_backward[local];
+    if (upcoming == next.microbatch) reschedule(r, ready, false);
   }
 
   const Problem& problem_;
   const ListPolicy& policy_;
   std::optional<OffloadLedger> ledger_;
   OpTable<double> end_;
+  std::vector<int> local_of_stage_;  // index of each stage among its rank's stages
   std::vector<RankState> ranks_;
-  std::priority_queue<double, std::vector<double>, std::greater<>> events_;
+  // The next decisions of the ranks with work left (but those asleep with no op in sight), and
+  // outdated entries.
+  std::priority_queue<Decision, std::vector<Decision>, std::greater<>> decisions_;
   Order order_;
+  double now_ = 0;          // the time of the decision being made
+  bool abandoned_ = false;  // the makespan will exceed policy_.abandon_above_makespan
   double makespan_ = 0;
   double max_idle_ = 0;  // largest idle time of any rank so far
 };

@@ -12,9 +12,14 @@
 // remaining chunks there). A W is forced when memory blocks an F. When the limit is below one
 // microbatch's activations on a rank, the rank runs one microbatch at a time, the leanest order
 // there is, and exceeds the limit.
+//
+// Cost: a rank that finds nothing to run sleeps until one of its next ops becomes ready (a commit
+// elsewhere may wake it sooner) instead of stepping through every event, and ranks take turns
+// through a heap, so a run costs about O(ops log R): 3-8 ms for R = 32, m = 256.
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <vector>
 
@@ -48,6 +53,9 @@ struct ListPolicy {
   // With problem.offload: offload decided while scheduling (heuristics/list_offload.h); the
   // order then lists OFFLOAD and RELOAD actions, and memory counts what they free and take.
   std::optional<ListOffloadPolicy> offload;
+  // Give up as soon as the makespan is sure to exceed this (ListOutcome::abandoned): a search over
+  // policies passes the best makespan it has and skips the runs that cannot beat it.
+  double abandon_above_makespan = std::numeric_limits<double>::infinity();
 };
 
 // Throws DeadlockError when no rank can make progress (an in-flight limit below 1).
@@ -60,6 +68,7 @@ struct ListOutcome {
   double makespan = 0;
   double span = 0;                       // longest rank span (docs/semantics.md)
   std::vector<int64_t> peak_live_bytes;  // per rank, static bytes excluded
+  bool abandoned = false;  // passed ListPolicy::abandon_above_makespan; the rest is unset
 };
 ListOutcome list_schedule_with_outcome(const Problem& problem, const ListPolicy& policy);
 

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <deque>
-#include <tuple>
+#include <numeric>
 
 namespace optpipe {
 
@@ -34,17 +34,28 @@ struct Slotted {
   int index;  // microbatch for F and B, order among the rank's Ws for W
 };
 
+// A counting sort (by slot, then kind, then index): the squeeze calls this for every slot it
+// tries, and slots are dense.
 std::vector<Slotted> by_slot(const RankSlots& slots) {
-  std::vector<Slotted> ops;
+  int last_slot = -1;
+  size_t ops = 0;
+  for (const std::vector<int>& of_kind : slots) {
+    for (int slot : of_kind) last_slot = std::max(last_slot, slot);
+    ops += of_kind.size();
+  }
+  std::vector<int> first_of_slot(last_slot + 2, 0);
+  for (const std::vector<int>& of_kind : slots) {
+    for (int slot : of_kind) ++first_of_slot[slot + 1];
+  }
+  std::partial_sum(first_of_slot.begin(), first_of_slot.end(), first_of_slot.begin());
+  std::vector<Slotted> sorted(ops);
   for (int kind = 0; kind < kNumKinds; ++kind) {
     for (int i = 0; i < static_cast<int>(slots[kind].size()); ++i) {
-      ops.push_back({slots[kind][i], kind, i});
+      const int slot = slots[kind][i];
+      sorted[first_of_slot[slot]++] = {slot, kind, i};
     }
   }
-  std::sort(ops.begin(), ops.end(), [](const Slotted& a, const Slotted& b) {
-    return std::tie(a.slot, a.kind, a.index) < std::tie(b.slot, b.kind, b.index);
-  });
-  return ops;
+  return sorted;
 }
 
 // Ws (one anonymous kind) into the free slots after the Bs they follow, the rest at the end.

@@ -16,13 +16,34 @@ namespace {
 
 enum class VShapeVariant { kZeroBubble, kHalf, kMin };
 
+// Activation bytes of one microbatch on a rank: the sum of A over its chunks.
+int64_t one_microbatch_bytes(const Problem& problem, int rank) {
+  int64_t bytes = 0;
+  for (int s : problem.stages_of_rank(rank)) bytes += problem.stages[s].activation_bytes;
+  return bytes;
+}
+
 // The binary choices of the Zero Bubble heuristic, in list-scheduling terms: how far the warm-up
 // may run ahead (memory only, ZB-H2's doubled count, ZB-H1's count), whether B or F goes first
 // when both can run, whether W fills every gap or follows the paper's gap rule, and, with several
-// chunks per rank, which chunk's F goes first.
+// chunks per rank, which chunk's F goes first. The likeliest winners come first: the search
+// abandons a run once it cannot beat the best so far, so a fast early one prunes the rest.
 std::vector<ListPolicy> policy_choices(const Problem& problem,
                                        const std::vector<int64_t>& activation_limit_bytes) {
-  std::vector<std::vector<int>> in_flight_caps = {{}};
+  const bool several_chunks = problem.chunks_per_rank > 1;
+  std::vector<std::vector<int>> in_flight_caps;
+  if (several_chunks) {
+    // As many microbatches as the limit holds whole: each admitted one finds room for its later
+    // chunks. Under memory alone the first chunks can fill a rank and starve the later ones
+    // (V-shape, R = 32, m = 256: 7 times the makespan).
+    std::vector<int> caps(problem.ranks);
+    for (int r = 0; r < problem.ranks; ++r) {
+      caps[r] = static_cast<int>(
+          std::max<int64_t>(1, activation_limit_bytes[r] / one_microbatch_bytes(problem, r)));
+    }
+    in_flight_caps.push_back(caps);
+  }
+  in_flight_caps.push_back({});
   for (int factor : {2, 1}) {
     std::vector<int> caps(problem.ranks);
     for (int r = 0; r < problem.ranks; ++r) {
@@ -31,11 +52,13 @@ std::vector<ListPolicy> policy_choices(const Problem& problem,
     }
     in_flight_caps.push_back(caps);
   }
+  // The later chunk's F first drains the pipeline; the earlier first can starve it the same way.
+  const std::vector<bool> later_chunk_first_choices =
+      several_chunks ? std::vector<bool>{true, false} : std::vector<bool>{false};
   std::vector<ListPolicy> policies;
   for (const auto& caps : in_flight_caps) {
     for (bool backward_first : {true, false}) {
-      for (bool later_chunk_first : {false, true}) {
-        if (later_chunk_first && problem.chunks_per_rank == 1) continue;
+      for (bool later_chunk_first : later_chunk_first_choices) {
         // kWhenMemoryNeeds never beat both of these on random problems (tests at 300 budgets).
         for (WeightTiming weights : {WeightTiming::kFillGaps, WeightTiming::kGapAware}) {
           ListPolicy policy;
@@ -70,12 +93,6 @@ bool better(const Tried& a, const Tried& b) {
   if (a.makespan != b.makespan) return a.makespan < b.makespan;
   if (a.span != b.span) return a.span < b.span;
   return a.peak_bytes < b.peak_bytes;
-}
-
-int64_t one_microbatch_bytes(const Problem& problem, int rank) {
-  int64_t bytes = 0;
-  for (int s : problem.stages_of_rank(rank)) bytes += problem.stages[s].activation_bytes;
-  return bytes;
 }
 
 // Per rank, the highest live activation bytes of an order (docs/semantics.md): a rank runs one op
@@ -127,16 +144,15 @@ Order vshape_order(const Problem& problem, VShapeVariant variant) {
   }
   const VShapePattern kind =
       variant == VShapeVariant::kHalf ? VShapePattern::kHalf : VShapePattern::kMin;
-  std::vector<Order> candidates;
-  for (bool squeeze : {true, false}) {
-    Order pattern = vshape_pattern_order(problem, kind, squeeze);
-    if (fits_budget(problem, order_peak_live_bytes(problem, pattern))) {
-      candidates.push_back(std::move(pattern));
-    }
-  }
+  Order squeezed = vshape_pattern_order(problem, kind, true);
+  Order block = vshape_pattern_order(problem, kind, false);
   // The unsqueezed block's peak is the block's: the squeeze never raises it.
-  const std::vector<int64_t> block_peaks =
-      order_peak_live_bytes(problem, vshape_pattern_order(problem, kind, false));
+  const std::vector<int64_t> block_peaks = order_peak_live_bytes(problem, block);
+  std::vector<Order> candidates;
+  if (fits_budget(problem, order_peak_live_bytes(problem, squeezed))) {
+    candidates.push_back(std::move(squeezed));
+  }
+  if (fits_budget(problem, block_peaks)) candidates.push_back(std::move(block));
   for (int r = 0; r < problem.ranks; ++r) {
     limits[r] = std::min(problem.activation_budget(r), block_peaks[r]);
   }
@@ -159,13 +175,16 @@ Order vshape_order(const Problem& problem, VShapeVariant variant) {
 Order best_memory_limited_order(const Problem& problem,
                                 const std::vector<int64_t>& activation_limit_bytes) {
   std::vector<Tried> tried;
-  for (const ListPolicy& policy : policy_choices(problem, activation_limit_bytes)) {
+  double best_within_budget = std::numeric_limits<double>::infinity();
+  for (ListPolicy& policy : policy_choices(problem, activation_limit_bytes)) {
+    policy.abandon_above_makespan = best_within_budget;
     ListOutcome outcome;
     try {
       outcome = list_schedule_with_outcome(problem, policy);
     } catch (const DeadlockError&) {
       continue;  // an in-flight cap the placement cannot live with
     }
+    if (outcome.abandoned) continue;  // slower than a candidate within budget
     // Many choices coincide when memory or the caps do not bind.
     if (std::any_of(tried.begin(), tried.end(),
                     [&](const Tried& t) { return t.order.ranks == outcome.order.ranks; })) {
@@ -181,6 +200,7 @@ Order best_memory_limited_order(const Problem& problem,
       t.peak_bytes = std::max(t.peak_bytes, peak);
     }
     t.within_budget = t.overshoot_bytes <= 0;
+    if (t.within_budget) best_within_budget = std::min(best_within_budget, t.makespan);
     t.order = std::move(outcome.order);
     tried.push_back(std::move(t));
   }

@@ -174,8 +174,8 @@ TEST(VShapeFamily, MeasuredTableOfDocsMethods) {
     double min_bubble;
     int min_peak;
   };
-  for (const Row& row : {Row{2, 0, 4, 3, 2}, Row{3, 6, 4, 7, 4}, Row{4, 6, 6, 11, 4},
-                         Row{5, 14, 6, 15, 4}, Row{6, 16, 8, 20, 6}, Row{8, 23, 10, 27, 6}}) {
+  for (const Row& row : {Row{2, 0, 4, 3, 2}, Row{3, 6, 4, 7, 4}, Row{4, 4, 6, 11, 4},
+                         Row{5, 14, 6, 15, 4}, Row{6, 15, 8, 20, 6}, Row{8, 23, 10, 27, 6}}) {
     const Problem p =
         uniform_problem(row.ranks, 2, 3 * row.ranks, {1, 1, 1, 1000}, PlacementKind::kVShape);
     const Timed zb_v = testing::run_generator("zb-v", p);
@@ -240,6 +240,47 @@ TEST(ListScheduler, PredictsTheSimulatorAndKeepsItsLimit) {
       EXPECT_EQ(outcome.peak_live_bytes[r], metrics.ranks[r].peak_bytes - p.static_bytes[r]);
       EXPECT_LE(outcome.peak_live_bytes[r],
                 std::max(policy.memory_limit_bytes[r], one_microbatch_bytes(p, r)));
+    }
+  }
+}
+
+// A search over policies passes its best makespan so far: a run is abandoned only when its
+// makespan would exceed it, and otherwise returns what an unbounded run does.
+TEST(ListScheduler, AbandonsOnlyRunsThatCannotBeatTheBound) {
+  std::mt19937 rng(5);
+  for (int trial = 0; trial < 40; ++trial) {
+    const Problem p = testing::random_problem(rng);
+    ListPolicy policy;
+    policy.later_chunk_first = trial % 2 == 0;
+    for (int r = 0; r < p.ranks; ++r) {
+      policy.memory_limit_bytes.push_back(2 * one_microbatch_bytes(p, r));
+    }
+    SCOPED_TRACE(::testing::Message() << "trial " << trial);
+    const ListOutcome unbounded = list_schedule_with_outcome(p, policy);
+    policy.abandon_above_makespan = unbounded.makespan;
+    const ListOutcome tied = list_schedule_with_outcome(p, policy);
+    EXPECT_FALSE(tied.abandoned);
+    EXPECT_EQ(tied.order.ranks, unbounded.order.ranks);
+    policy.abandon_above_makespan = unbounded.makespan * (1 - 1e-6);
+    EXPECT_TRUE(list_schedule_with_outcome(p, policy).abandoned);
+  }
+}
+
+// A V-shape puts the first and the last stage on rank 0. With a larger head activation there, the
+// first chunks' forwards can fill rank 0 and starve the later chunks (makespan 1.6-2.4 times the
+// bound for R = 6, 8 before zb-auto also tried caps of whole microbatches); now ZB-V stays close.
+TEST(ZbV, ALargerHeadActivationDoesNotStarveTheVShape) {
+  for (int ranks : {4, 6, 8}) {
+    for (int microbatches : {4 * ranks, 8 * ranks}) {
+      Problem p =
+          uniform_problem(ranks, 2, microbatches, {1, 1, 1, 1000, 250}, PlacementKind::kVShape);
+      p.stages.back().activation_bytes = 1500;
+      p.stages.back().weight_grad_bytes = 375;
+      set_activation_budget(p, 2 * ranks * 1000);  // 1F1B's peak
+      const Timed zb_v = testing::run_generator("zb-v", p);
+      ASSERT_FALSE(validate(p, zb_v.schedule));
+      EXPECT_LE(zb_v.metrics.makespan, 1.03 * zb_v.metrics.lower_bound)
+          << "R=" << ranks << " m=" << microbatches;
     }
   }
 }
