@@ -45,9 +45,10 @@ struct Candidate {
 // before one it already ran.
 class Simulation {
  public:
-  Simulation(const Problem& problem, const Order& order)
+  Simulation(const Problem& problem, const Order& order, const OpTable<double>* not_before)
       : problem_(problem),
         order_(order),
+        not_before_(not_before),
         end_(problem, kNotDone),
         listed_(problem, 0),
         next_(problem.ranks, 0),
@@ -146,7 +147,7 @@ class Simulation {
 
   // Earliest start allowed by dependencies, or NaN while one of them has not been timed.
   double ready_time(const OpRef& ref) const {
-    double ready = 0;
+    double ready = not_before_ ? (*not_before_)[ref] : 0.0;
     for (const Predecessor& p : predecessors_of(ref)) {
       const double pred_end = end_[p.pred];
       if (std::isnan(pred_end)) return kNotDone;
@@ -246,6 +247,7 @@ class Simulation {
 
   const Problem& problem_;
   const Order& order_;
+  const OpTable<double>* not_before_;  // optional release times
   OpTable<double> end_;
   OpTable<uint8_t> listed_;  // not bool: vector<bool> has no references
   std::vector<size_t> next_;
@@ -263,7 +265,12 @@ class Simulation {
 }  // namespace
 
 Schedule simulate(const Problem& problem, const Order& order, const std::string& method) {
-  return Simulation(problem, order).run(method);
+  return Simulation(problem, order, nullptr).run(method);
+}
+
+Schedule simulate(const Problem& problem, const Order& order, const std::string& method,
+                  const OpTable<double>& not_before) {
+  return Simulation(problem, order, &not_before).run(method);
 }
 
 }  // namespace optpipe

@@ -3,6 +3,7 @@
 
 #include <string>
 
+#include "compiler/op_table.h"
 #include "compiler/problem.h"
 #include "compiler/schedule.h"
 
@@ -14,5 +15,10 @@ namespace optpipe {
 // cycle, and Error when the order names an op twice or on the wrong rank. Memory is not checked
 // here: validate() does that.
 Schedule simulate(const Problem& problem, const Order& order, const std::string& method);
+
+// As above, with no action starting before its `not_before` time: how a solver's timing, where an
+// op may wait for an offload to free memory, becomes a schedule with the simulator's exact ends.
+Schedule simulate(const Problem& problem, const Order& order, const std::string& method,
+                  const OpTable<double>& not_before);
 
 }  // namespace optpipe

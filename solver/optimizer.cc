@@ -15,7 +15,7 @@ namespace {
 
 constexpr double kImprovement = 1e-9;
 
-// Offload and recompute actions, which the order MILP does not model yet.
+// Offload and recompute actions, which only the whole-order model decides.
 bool moves_activations(const Schedule& schedule) {
   for (const auto& actions : schedule.ranks) {
     for (const Action& a : actions) {
@@ -38,19 +38,17 @@ class Search {
     best_ = seed;
     best_makespan_ = compute_metrics(problem_, seed).makespan;
     stats_.bound = makespan_lower_bound(problem_);
-    if (moves_activations(seed)) {
-      stats_.status = "skipped";
-      stats_.note =
-          "seeds with offload or recompute are kept as they are; the MILP does not model them yet";
-      return finish();
-    }
     order_ = split_backward(order_of(seed));
     current_ = simulate(problem_, order_, seed.method);
     size_t ops = 0;
-    for (const auto& refs : order_.ranks) ops += refs.size();
+    for (const auto& refs : compute_order(order_).ranks) ops += refs.size();
     if (proven_optimal()) return finish();  // the seed meets the lower bound
     if (ops <= static_cast<size_t>(options_.max_ops_for_whole_model)) {
       solve_whole();
+    } else if (moves_activations(seed)) {
+      stats_.status = "skipped";
+      stats_.note =
+          "too large to solve whole, and windows keep offload and recompute seeds as they are";
     } else {
       slide_windows();
     }
@@ -63,14 +61,30 @@ class Search {
   }
   double remaining() const { return options_.time_limit_seconds - elapsed(); }
 
-  // Times `order` with the simulator and keeps it when it validates and beats the best.
-  bool offer(const Order& order) {
+  // Times `order` with the simulator (no action before its `not_before`, if given) and keeps it
+  // when it validates and beats the best.
+  bool offer(const Order& order, const OpTable<double>* not_before = nullptr) {
     Schedule candidate;
     try {
-      candidate = simulate(problem_, order, "milp");
+      candidate = not_before ? simulate(problem_, order, "milp", *not_before)
+                             : simulate(problem_, order, "milp");
     } catch (const std::exception&) {
       return false;  // a decoded order that deadlocks is not an improvement
     }
+    return offer(std::move(candidate), order);
+  }
+
+  // Either timing of a whole-order solution may be the better valid one: as early as the order
+  // allows, or no earlier than the solution, where an op may wait for an offload to free memory.
+  void offer_solution(const OrderModel& model, const std::vector<double>& solution) {
+    const Order order = model.decode(solution);
+    offer(order);
+    const OpTable<double> not_before = model.release_times(solution);
+    offer(order, &not_before);
+  }
+
+  // Keeps `candidate`, the timing of `order`, when it validates and beats the best.
+  bool offer(Schedule candidate, const Order& order) {
     if (validate(problem_, candidate)) return false;
     const Metrics metrics = compute_metrics(problem_, candidate);
     if (metrics.makespan >= best_makespan_ - kImprovement) return false;
@@ -78,7 +92,7 @@ class Search {
     best_makespan_ = metrics.makespan;
     improved_ = true;
     order_ = order;
-    current_ = candidate;
+    current_ = std::move(candidate);
     if (on_improvement_) on_improvement_(best_, metrics, stats_.bound);
     return true;
   }
@@ -87,14 +101,22 @@ class Search {
     return {std::max(0.05, limit), options_.threads, options_.verbose};
   }
 
+  // Whole orders also decide each activation's keep / offload / recompute when the problem
+  // allows either.
   void solve_whole() {
-    const Segment everything = whole_order(order_);
-    const OrderModel model(problem_, order_, current_, everything, SegmentObjective::kMakespan);
+    const Order compute = compute_order(order_);
+    const Segment everything = whole_order(compute);
+    const OrderModel model(problem_, compute, current_, everything, SegmentObjective::kMakespan,
+                           ActivationChoice::kDecide);
     const SolveResult result =
         solve_with_cbc(model.model(), model.start_solution(), cbc_options(remaining()),
-                       [&](const std::vector<double>& x, double) { offer(model.decode(x)); });
+                       [&](const std::vector<double>& x, double) { offer_solution(model, x); });
     stats_.nodes += result.nodes;
-    if (!result.solution.empty()) offer(model.decode(result.solution));
+    if (!result.solution.empty()) offer_solution(model, result.solution);
+    if (model.restricts_recompute()) {
+      stats_.note = "the MILP runs R right before its B, so its bound holds for that form only";
+      return;
+    }
     stats_.bound = std::max(stats_.bound, result.bound);
     if (result.status == SolveStatus::kOptimal) {
       // Proven: nothing beats the optimum, whatever the simulator's re-timing gained on top.

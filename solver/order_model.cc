@@ -21,9 +21,14 @@ void set_bit(std::vector<uint64_t>& bits, int i) {
   bits[i / 64] |= uint64_t{1} << (i % 64);
 }
 
-// Live-byte change when an op runs (allocation at F, releases at B and W): docs/semantics.md.
-int64_t memory_delta(const Problem& problem, const OpRef& ref) {
-  const StageCosts& c = problem.stages[ref.stage];
+std::string op_name(const OpRef& ref) {
+  return fmt::format("{}_{}_{}", to_string(ref.op), ref.stage, ref.microbatch);
+}
+
+}  // namespace
+
+int64_t OrderModel::memory_delta(const OpRef& ref) const {
+  const StageCosts& c = problem_.stages[ref.stage];
   switch (ref.op) {
     case Op::kForward:
       return c.activation_bytes;
@@ -36,14 +41,20 @@ int64_t memory_delta(const Problem& problem, const OpRef& ref) {
   }
 }
 
-std::string op_name(const OpRef& ref) {
-  return fmt::format("{}_{}_{}", to_string(ref.op), ref.stage, ref.microbatch);
+Order compute_order(const Order& order) {
+  Order result;
+  for (const auto& refs : order.ranks) {
+    auto& kept = result.ranks.emplace_back();
+    for (const OpRef& ref : refs) {
+      if (!is_transfer(ref.op) && ref.op != Op::kRecompute) kept.push_back(ref);
+    }
+  }
+  return result;
 }
 
-}  // namespace
-
 OrderModel::OrderModel(const Problem& problem, const Order& order, const Schedule& current,
-                       const Segment& segment, SegmentObjective objective)
+                       const Segment& segment, SegmentObjective objective,
+                       ActivationChoice activations)
     : problem_(problem), segment_(segment), order_(order) {
   collect(order, current);
   add_edges();
@@ -53,13 +64,46 @@ OrderModel::OrderModel(const Problem& problem, const Order& order, const Schedul
   }
   compute_windows(horizon);
   add_start_columns();
+  if (activations == ActivationChoice::kDecide) add_activation_columns(current);
   add_pair_rows(order);
   add_memory_rows();
+  if (!activations_.empty()) {
+    add_lead_rows();
+    add_channel_rows();
+    add_reload_memory_rows();
+  }
   add_objective(objective);
 }
 
 int OrderModel::pair(int rank, int a, int b) const {
   return pair_state_[rank][a * ops_of_rank_[rank].size() + b];
+}
+
+bool OrderModel::reaches(int x, int y) const {
+  return test_bit(reach_[x], y);
+}
+
+OrderModel::Before OrderModel::before(int x, int y) const {
+  const SegmentOp& a = ops_[x];
+  const SegmentOp& b = ops_[y];
+  const bool x_first = a.local < b.local;
+  const int state = x_first ? pair(a.rank, a.local, b.local) : pair(a.rank, b.local, a.local);
+  if (state == kFirstBefore || state == kSecondBefore) {
+    return {true, (state == kFirstBefore) == x_first};
+  }
+  return {false, false, state, !x_first};  // the binary is 1 when the lower local index runs first
+}
+
+void OrderModel::add_before_term(Row& row, double& constant, double coefficient,
+                                 const Before& b) const {
+  if (b.known) {
+    if (b.value) constant += coefficient;
+  } else if (b.negated) {
+    constant += coefficient;
+    row.terms.push_back({b.column, -coefficient});
+  } else {
+    row.terms.push_back({b.column, coefficient});
+  }
 }
 
 void OrderModel::collect(const Order& order, const Schedule& current) {
@@ -84,7 +128,7 @@ void OrderModel::collect(const Order& order, const Schedule& current) {
       }
       if (i < segment_.begin[r]) {
         rank_free_[r] = std::max(rank_free_[r], end[refs[i]]);
-        live_at_start_[r] += memory_delta(problem_, refs[i]);
+        live_at_start_[r] += memory_delta(refs[i]);
       } else if (i < segment_.end[r]) {
         SegmentOp op{r, refs[i], duration(problem_, refs[i])};
         op.local = static_cast<int>(ops_of_rank_[r].size());
@@ -195,7 +239,7 @@ void OrderModel::add_start_columns() {
 }
 
 // One compute op at a time per rank: each open pair gets a binary and two big-M rows with M from
-// the start-time windows.
+// the start-time windows. An op's rank work starts lead() earlier when an R runs before it.
 void OrderModel::add_pair_rows(const Order& order) {
   OpTable<int> position(problem_, 0);
   for (const auto& refs : order.ranks) {
@@ -208,69 +252,88 @@ void OrderModel::add_pair_rows(const Order& order) {
     pair_state_[r].assign(n * n, kFirstBefore);
     for (size_t a = 0; a < n; ++a) {
       for (size_t b = a + 1; b < n; ++b) {
-        const SegmentOp& x = ops_[members[a]];
-        const SegmentOp& y = ops_[members[b]];
+        const int xi = members[a];
+        const int yi = members[b];
+        const SegmentOp& x = ops_[xi];
+        const SegmentOp& y = ops_[yi];
         int& state = pair_state_[r][a * n + b];
-        if (test_bit(reach_[members[a]], members[b]) || x.latest + x.duration <= y.earliest) {
+        if (test_bit(reach_[xi], yi) || x.latest + x.duration <= y.earliest - lead(yi)) {
           state = kFirstBefore;
           continue;
         }
-        if (test_bit(reach_[members[b]], members[a]) || y.latest + y.duration <= x.earliest) {
+        if (test_bit(reach_[yi], xi) || y.latest + y.duration <= x.earliest - lead(xi)) {
           state = kSecondBefore;
           continue;
         }
-        state = model_.add_column({0, 1, 0, true, fmt::format("y_{}_{}", members[a], members[b])});
-        start_.push_back(position[x.ref] < position[y.ref] ? 1.0 : 0.0);
-        const double m_xy = x.latest + x.duration - y.earliest;  // slack when y runs first
-        const double m_yx = y.latest + y.duration - x.earliest;
-        // y = 1: t_y >= t_x + d_x.   y = 0: t_x >= t_y + d_y.
-        model_.add_row({{{y.column, 1.0}, {x.column, -1.0}, {state, -m_xy}},
-                        x.duration - m_xy,
-                        kInf,
-                        fmt::format("seq_{}_{}", members[a], members[b])});
-        model_.add_row({{{x.column, 1.0}, {y.column, -1.0}, {state, m_yx}},
-                        y.duration,
-                        kInf,
-                        fmt::format("seqr_{}_{}", members[a], members[b])});
+        state = add_binary(fmt::format("y_{}_{}", xi, yi), position[x.ref] < position[y.ref]);
+        add_sequence_row(xi, yi, state, false);
+        add_sequence_row(yi, xi, state, true);
       }
     }
   }
 }
 
-// At each F start: prefix bytes + the F's own activation + what same-rank ops that ran before it
-// allocated or released <= budget - static.
+// `second` starts its rank work (lead included) after `first` ends, when `binary` says `first`
+// runs first (binary = 1, or 0 when `negated`); -1: always.
+void OrderModel::add_sequence_row(int first, int second, int binary, bool negated) {
+  const SegmentOp& x = ops_[first];
+  const SegmentOp& y = ops_[second];
+  Row row{{{y.column, 1.0}, {x.column, -1.0}},
+          x.duration,
+          kInf,
+          fmt::format("seq_{}_{}", first, second)};
+  if (lead_column(second) >= 0) row.terms.push_back({lead_column(second), -lead(second)});
+  if (binary >= 0) {
+    // Relaxed by the slack of the windows when the other op runs first.
+    const double slack = x.latest + x.duration - (y.earliest - lead(second));
+    row.terms.push_back({binary, negated ? slack : -slack});
+    if (!negated) row.lower -= slack;
+  }
+  model_.add_row(std::move(row));
+}
+
+// At each F start, and at each R start (R runs right before its B): prefix bytes + what
+// same-rank ops that ran before it allocated or released - what other activations hold off the
+// device <= budget - static. An R-start row binds only when the activation is recomputed.
 void OrderModel::add_memory_rows() {
   for (int r = 0; r < problem_.ranks; ++r) {
     const auto& members = ops_of_rank_[r];
-    const int64_t limit = problem_.activation_budget(r);
-    for (size_t f = 0; f < members.size(); ++f) {
-      const SegmentOp& forward = ops_[members[f]];
-      if (forward.ref.op != Op::kForward) continue;
-      double constant =
-          static_cast<double>(live_at_start_[r] + memory_delta(problem_, forward.ref));
+    for (int event : members) {
+      const SegmentOp& op = ops_[event];
+      const bool allocates = op.ref.op == Op::kForward;
+      if (!allocates && lead_column(event) < 0) continue;
+      double constant = static_cast<double>(live_at_start_[r]);
+      if (allocates) constant += static_cast<double>(memory_delta(op.ref));
       Row row;
-      row.name = fmt::format("mem_{}", members[f]);
-      for (size_t o = 0; o < members.size(); ++o) {
-        if (o == f) continue;
-        const double delta = static_cast<double>(memory_delta(problem_, ops_[members[o]].ref));
-        const int state = o < f ? pair(r, static_cast<int>(o), static_cast<int>(f))
-                                : pair(r, static_cast<int>(f), static_cast<int>(o));
-        const bool first_is_o = o < f;
-        if (state == kFirstBefore || state == kSecondBefore) {
-          const bool o_before = (state == kFirstBefore) == first_is_o;
-          if (o_before) constant += delta;
-        } else if (first_is_o) {
-          row.terms.push_back({state, delta});  // binary = 1: o before f
-        } else {
-          constant += delta;  // binary = 1: f before o, so o before f is 1 - binary
-          row.terms.push_back({state, -delta});
-        }
+      row.name = fmt::format("mem_{}", event);
+      for (int other : members) {
+        if (other == event) continue;
+        add_before_term(row, constant, static_cast<double>(memory_delta(ops_[other].ref)),
+                        before(other, event));
       }
-      if (row.terms.empty()) continue;
-      row.upper = static_cast<double>(limit) - constant;
-      model_.add_row(std::move(row));
+      if (!activations_.empty()) {
+        add_savings(row, r, {op.column, -lead(event)}, event, op.activation);
+      }
+      add_memory_row(std::move(row), constant, problem_.activation_budget(r),
+                     allocates ? -1 : lead_column(event));
     }
   }
+}
+
+// row + constant <= limit, relaxed when `relax_column` (a binary) is 0. Rows that can never bind
+// are left out.
+void OrderModel::add_memory_row(Row row, double constant, int64_t limit, int relax_column) {
+  double highest = constant;
+  if (row.terms.empty()) return;  // fixed by the given order, which the seed shows fits
+  for (const auto& [column, coefficient] : row.terms) highest += std::max(0.0, coefficient);
+  const double excess = highest - static_cast<double>(limit);
+  if (excess <= 0) return;
+  row.upper = static_cast<double>(limit) - constant;
+  if (relax_column >= 0) {
+    row.terms.push_back({relax_column, excess});
+    row.upper += excess;
+  }
+  model_.add_row(std::move(row));
 }
 
 // C covers every op's end plus the same-rank work that must follow it.
@@ -312,16 +375,21 @@ Order OrderModel::decode(const std::vector<double>& solution) const {
   Order order = order_;
   std::vector<int> topo_rank(ops_.size());
   for (size_t k = 0; k < topological_.size(); ++k) topo_rank[topological_[k]] = static_cast<int>(k);
+  auto work_start = [&](int op) {
+    const int q = lead_column(op);
+    return solution[ops_[op].column] - (q >= 0 && solution[q] > 0.5 ? lead(op) : 0.0);
+  };
   for (int r = 0; r < problem_.ranks; ++r) {
     std::vector<int> members = ops_of_rank_[r];
     std::sort(members.begin(), members.end(), [&](int a, int b) {
-      const double ta = solution[ops_[a].column];
-      const double tb = solution[ops_[b].column];
+      const double ta = work_start(a);
+      const double tb = work_start(b);
       return ta < tb || (ta == tb && topo_rank[a] < topo_rank[b]);
     });
     for (size_t k = 0; k < members.size(); ++k) {
       order.ranks[r][segment_.begin[r] + k] = ops_[members[k]].ref;
     }
+    if (!activations_.empty()) insert_activation_ops(solution, r, order.ranks[r]);
   }
   return order;
 }

@@ -1,5 +1,6 @@
 // The optimiser: proven optima on small problems match an exhaustive search over per-rank
-// interleavings; every incumbent validates; the time limit holds; never worse than the seed.
+// interleavings; every incumbent validates; the time limit holds; never worse than the seed; the
+// whole-order MILP chooses keep, offload or recompute per activation.
 #include "solver/optimizer.h"
 
 #include <gtest/gtest.h>
@@ -17,6 +18,7 @@
 namespace optpipe {
 namespace {
 
+using testing::run_generator;
 using testing::uniform_problem;
 using testing::UniformCosts;
 
@@ -142,6 +144,73 @@ TEST(Optimizer, TimeLimitHoldsWhenWindowsGrow) {
   EXPECT_LT(seconds, 3.0);
   EXPECT_FALSE(validate(p, result.schedule));
   EXPECT_NE(result.stats.status, "");
+}
+
+// Two ranks, three microbatches, room for one and a half activations per rank: a host link that
+// moves one activation in the time of one F, and a recompute as long as an F that keeps a
+// quarter of the activation.
+enum ActivationMoves { kKeepOnly = 0, kOffload = 1, kRecompute = 2, kBoth = 3 };
+
+Problem tight_memory_problem(int moves) {
+  Problem p = uniform_problem(2, 1, 3, {1, 1, 1, 1000, 250});
+  p.p2p_latency = 0.1;
+  for (int r = 0; r < p.ranks; ++r) p.budget_bytes[r] = p.static_bytes[r] + 1500;
+  if (moves & kOffload) p.offload = OffloadLink{1000, 1000, ChannelMode::kDuplex, {0, 1}};
+  if (moves & kRecompute) {
+    for (StageCosts& stage : p.stages) {
+      stage.checkpoint_bytes = 250;
+      stage.recompute_forward = 1;
+    }
+  }
+  return p;
+}
+
+int count_ops(const Schedule& schedule, Op op) {
+  int n = 0;
+  for (const auto& actions : schedule.ranks) {
+    for (const Action& a : actions) n += a.ref.op == op;
+  }
+  return n;
+}
+
+OptimizeResult optimize_from_adaoffload(const Problem& p) {
+  const Schedule seed = run_generator("adaoffload", p).schedule;
+  EXPECT_FALSE(validate(p, seed));
+  return optimize(p, seed, {.time_limit_seconds = 20},
+                  [&](const Schedule& s, const Metrics&, double) {
+                    EXPECT_FALSE(validate(p, s));  // every incumbent
+                  });
+}
+
+TEST(Optimizer, OffloadAloneIsProvenOptimalAndBeatsKeeping) {
+  const Problem keep = tight_memory_problem(kKeepOnly);
+  const Problem offload = tight_memory_problem(kOffload);
+  const OptimizeResult kept = optimize_from_adaoffload(keep);
+  const OptimizeResult moved = optimize_from_adaoffload(offload);
+  EXPECT_NEAR(kept.stats.objective, exhaustive_optimum(keep, true), 1e-6);
+  EXPECT_EQ(moved.stats.status, "optimal");
+  EXPECT_GT(count_ops(moved.schedule, Op::kOffload), 0);
+  EXPECT_LT(moved.stats.objective, kept.stats.objective - 0.1);
+  EXPECT_NEAR(moved.stats.bound, moved.stats.objective, 1e-6);
+}
+
+TEST(Optimizer, MixingKeepOffloadAndRecomputeBeatsEachAlone) {
+  double best_single = exhaustive_optimum(tight_memory_problem(kKeepOnly), true);
+  for (int moves : {kOffload, kRecompute}) {
+    const Problem p = tight_memory_problem(moves);
+    const OptimizeResult single = optimize_from_adaoffload(p);
+    EXPECT_FALSE(validate(p, single.schedule));
+    best_single = std::min(best_single, single.stats.objective);
+  }
+  const Problem p = tight_memory_problem(kBoth);
+  const OptimizeResult mixed = optimize_from_adaoffload(p);
+  EXPECT_FALSE(validate(p, mixed.schedule));
+  EXPECT_LT(mixed.stats.objective, best_single - 0.1);
+  const int offloads = count_ops(mixed.schedule, Op::kOffload);
+  const int recomputes = count_ops(mixed.schedule, Op::kRecompute);
+  EXPECT_GT(offloads, 0);
+  EXPECT_GT(recomputes, 0);
+  EXPECT_LT(offloads + recomputes, p.ranks * p.microbatches);  // some activations kept
 }
 
 TEST(Segment, BandIsClosedUnderPredecessors) {
