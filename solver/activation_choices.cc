@@ -23,10 +23,15 @@ constexpr double kStrictGap = 1e-5;
 // same time. Above CBC's feasibility tolerance, below kStrictGap.
 constexpr double kAllocationDelay = 1e-6;
 
+// A column's bounds, copied: adding columns moves the model's column storage.
 struct Window {
   double lower;
   double upper;
 };
+
+Window window_of(const LinearModel& model, int column) {
+  return {model.columns[column].lower, model.columns[column].upper};
+}
 
 }  // namespace
 
@@ -132,13 +137,11 @@ void OrderModel::add_channel_rows() {
     channels[channel_of(problem_, rank, Op::kReload)].push_back(
         {static_cast<int>(a), Op::kReload, act.h2d, problem_.reload_time(f.stage)});
   }
-  auto window = [&](int column) {
-    return Window{model_.columns[column].lower, model_.columns[column].upper};
-  };
   // t_second >= t_first + d_first, relaxed by `slack` per binary term that is off.
   auto add_order_row = [&](const Transfer& first, const Transfer& second, int binary,
                            bool negated) {
-    const double slack = window(first.column).upper + first.duration - window(second.column).lower;
+    const double slack = window_of(model_, first.column).upper + first.duration -
+                         window_of(model_, second.column).lower;
     if (slack <= 0) return;
     Row row{{{second.column, 1.0}, {first.column, -1.0}},
             first.duration,
@@ -185,7 +188,7 @@ void OrderModel::add_reload_memory_rows() {
     if (act.offload < 0) continue;
     const SegmentOp& forward = ops_[act.forward];
     const int rank = forward.rank;
-    const Column& reload = model_.columns[act.h2d];
+    const Window reload = window_of(model_, act.h2d);
     double constant = static_cast<double>(live_at_start_[rank] + memory_delta(forward.ref));
     Row row;
     row.name = fmt::format("memh_{}", a);
@@ -230,8 +233,8 @@ void OrderModel::add_reload_memory_rows() {
 
 void OrderModel::add_savings(Row& row, int rank, EventTime event, int event_op,
                              int own_activation) {
-  const Column& event_column = model_.columns[event.column];
-  const Window at{event_column.lower + event.offset, event_column.upper + event.offset};
+  const Window event_window = window_of(model_, event.column);
+  const Window at{event_window.lower + event.offset, event_window.upper + event.offset};
   const double seed_at = seed_time(event);
   auto seed_value = [&](const Before& b) {
     if (b.known) return b.value;
@@ -249,8 +252,8 @@ void OrderModel::add_savings(Row& row, int rank, EventTime event, int event_op,
     if (act.offload >= 0) {
       // z <= o, and z = 1 only if the offload has ended and the reload not begun at the event.
       const double t_off = problem_.offload_time(forward.ref.stage);
-      const Column& d2h = model_.columns[act.d2h];
-      const Column& h2d = model_.columns[act.h2d];
+      const Window d2h = window_of(model_, act.d2h);
+      const Window h2d = window_of(model_, act.h2d);
       if (d2h.lower + t_off <= at.upper && h2d.upper >= at.lower + kStrictGap) {
         const bool seed_out = start_[act.offload] > 0.5 &&
                               start_[act.d2h] + t_off <= seed_at + kTimeTolerance &&

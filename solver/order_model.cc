@@ -321,15 +321,15 @@ void OrderModel::add_memory_rows() {
 }
 
 // row + constant <= limit, relaxed when `relax_column` (a binary) is 0. Rows that can never bind
-// are left out.
+// are kept when unrelaxed: without them Clp's root LP stalled for minutes on some windows.
 void OrderModel::add_memory_row(Row row, double constant, int64_t limit, int relax_column) {
-  double highest = constant;
   if (row.terms.empty()) return;  // fixed by the given order, which the seed shows fits
-  for (const auto& [column, coefficient] : row.terms) highest += std::max(0.0, coefficient);
-  const double excess = highest - static_cast<double>(limit);
-  if (excess <= 0) return;
   row.upper = static_cast<double>(limit) - constant;
   if (relax_column >= 0) {
+    double highest = constant;
+    for (const auto& [column, coefficient] : row.terms) highest += std::max(0.0, coefficient);
+    const double excess = highest - static_cast<double>(limit);
+    if (excess <= 0) return;
     row.terms.push_back({relax_column, excess});
     row.upper += excess;
   }
