@@ -36,6 +36,9 @@ class IncumbentTracker : public CbcEventHandler {
 
   CbcAction event(CbcEvent which) override {
     if (which != solution && which != heuristicSolution) return noAction;
+    // CBC's heuristics run sub-models (smallBranchAndBound) with this handler and columns of
+    // their own; their solutions reach the main model, and this handler, afterwards.
+    if (model_->getNumCols() != static_cast<int>(model_data_->columns.size())) return noAction;
     const double* x = model_->bestSolution();
     if (!x) return noAction;  // the MIP start's spurious first call
     std::vector<double> candidate(x, x + model_data_->columns.size());
