@@ -6,6 +6,7 @@
 #include <cmath>
 #include <deque>
 #include <limits>
+#include <numeric>
 #include <queue>
 #include <tuple>
 
@@ -42,7 +43,7 @@ struct Candidate {
 // Event-driven list scheduling: repeatedly commit the ready action with the earliest possible
 // start (a heap of candidates, re-pushed lazily when their start moved later). Starts are
 // committed in non-decreasing order, so a channel never receives a transfer that should have gone
-// before one it already ran.
+// before one it already ran. An order without transfers needs no such order (run_compute_only).
 class Simulation {
  public:
   Simulation(const Problem& problem, const Order& order, const OpTable<double>* not_before)
@@ -72,11 +73,35 @@ class Simulation {
       slots += 1 + static_cast<int>(queues_[r].size());
     }
     version_.assign(slots, 0);
+    queued_start_.assign(slots, kNotDone);
   }
 
   Schedule run(const std::string& method) {
     schedule_.method = method;
     schedule_.ranks.assign(problem_.ranks, {});
+    for (int r = 0; r < problem_.ranks; ++r) {
+      schedule_.ranks[r].reserve(order_.ranks[r].size());
+    }
+    if (transfers_ == 0) {
+      run_compute_only();
+    } else {
+      run_events();
+    }
+    auto listed_first = [](const Action& a, const Action& b) {
+      return a.start < b.start ||
+             (a.start == b.start && is_compute(a.ref.op) && is_transfer(b.ref.op));
+    };
+    for (auto& actions : schedule_.ranks) {
+      // Without transfers the actions are committed in start order already.
+      if (!std::is_sorted(actions.begin(), actions.end(), listed_first)) {
+        std::stable_sort(actions.begin(), actions.end(), listed_first);
+      }
+    }
+    return std::move(schedule_);
+  }
+
+ private:
+  void run_events() {
     for (int r = 0; r < problem_.ranks; ++r) {
       issue_transfers(r);
       refresh_rank(r);
@@ -86,6 +111,7 @@ class Simulation {
       const Candidate c = heap_.top();
       heap_.pop();
       if (c.version != version_[c.slot]) continue;
+      queued_start_[c.slot] = kNotDone;
       const int queue = c.channel < 0 ? -1 : queue_of(c.rank, c.channel);
       const double start = candidate_start(c.rank, queue);
       if (std::isnan(start)) continue;
@@ -93,18 +119,38 @@ class Simulation {
         push(c.rank, queue, start);
         continue;
       }
-      commit(c.rank, queue, start);
+      refresh_after(c.rank, commit(c.rank, queue, start));
     }
-    for (auto& actions : schedule_.ranks) {
-      std::stable_sort(actions.begin(), actions.end(), [](const Action& a, const Action& b) {
-        return a.start < b.start ||
-               (a.start == b.start && is_compute(a.ref.op) && is_transfer(b.ref.op));
-      });
-    }
-    return std::move(schedule_);
   }
 
- private:
+  // Without transfers no channel orders anything, so when an op starts depends only on the
+  // ends of its predecessors and of its rank's previous op, whatever the order of commits: the
+  // same times as run_events, without the heap. Each rank runs ahead as far as its next op is
+  // ready and is visited again once an op it may wait for is committed (on a neighbouring stage).
+  void run_compute_only() {
+    std::vector<int> to_visit(problem_.ranks);
+    std::iota(to_visit.begin(), to_visit.end(), 0);
+    std::vector<uint8_t> listed_to_visit(problem_.ranks, 1);
+    while (!to_visit.empty()) {
+      const int rank = to_visit.back();
+      to_visit.pop_back();
+      listed_to_visit[rank] = 0;
+      for (double start = candidate_start(rank, -1); !std::isnan(start);
+           start = candidate_start(rank, -1)) {
+        const OpRef committed = commit(rank, -1, start);
+        for (int s : {committed.stage - 1, committed.stage + 1}) {
+          if (s < 0 || s >= problem_.num_stages()) continue;
+          const int neighbour = problem_.rank_of_stage[s];
+          if (!listed_to_visit[neighbour]) {
+            listed_to_visit[neighbour] = 1;
+            to_visit.push_back(neighbour);
+          }
+        }
+      }
+    }
+    if (remaining_ > 0) throw DeadlockError(deadlock_message());
+  }
+
   void check_order() {
     if (static_cast<int>(order_.ranks.size()) != problem_.ranks) {
       throw Error(kExitInternal, fmt::format("order has {} ranks, the problem {}",
@@ -132,6 +178,7 @@ class Simulation {
         }
         listed_[ref] = 1;
         ++remaining_;
+        if (is_transfer(ref.op)) ++transfers_;
       }
     }
   }
@@ -176,14 +223,20 @@ class Simulation {
   void push(int rank, int queue, double start) {
     const int slot = slot_base_[rank] + 1 + queue;
     ++version_[slot];
+    queued_start_[slot] = start;
     heap_.push({start, queue < 0 ? 0 : 1, rank, queue < 0 ? -1 : queue_channel_[rank][queue], slot,
                 version_[slot]});
   }
 
+  // Most refreshes find the start unchanged (a neighbour's op did not concern this slot's head):
+  // the entry already in the heap stays, which keeps the heap free of duplicates.
   void refresh(int rank, int queue) {
     const double start = candidate_start(rank, queue);
+    const int slot = slot_base_[rank] + 1 + queue;
+    if (start == queued_start_[slot]) return;
     if (std::isnan(start)) {
-      ++version_[slot_base_[rank] + 1 + queue];
+      ++version_[slot];
+      queued_start_[slot] = kNotDone;
     } else {
       push(rank, queue, start);
     }
@@ -204,7 +257,8 @@ class Simulation {
     }
   }
 
-  void commit(int rank, int queue, double start) {
+  // Times the head of the rank's compute stream (queue -1) or copy queue; returns it.
+  OpRef commit(int rank, int queue, double start) {
     OpRef ref;
     if (queue < 0) {
       ref = order_.ranks[rank][next_[rank]++];
@@ -222,10 +276,16 @@ class Simulation {
     } else {
       channel_free_[queue_channel_[rank][queue]] = end;
     }
-    // What this op can unblock: its own rank, and the ranks of the neighbouring stages.
+    return ref;
+  }
+
+  // What an op of `rank` can unblock: its own rank, and the ranks of the neighbouring stages.
+  void refresh_after(int rank, const OpRef& committed) {
     refresh_rank(rank);
-    if (ref.stage + 1 < problem_.num_stages()) refresh(problem_.rank_of_stage[ref.stage + 1], -1);
-    if (ref.stage > 0) refresh(problem_.rank_of_stage[ref.stage - 1], -1);
+    if (committed.stage + 1 < problem_.num_stages()) {
+      refresh(problem_.rank_of_stage[committed.stage + 1], -1);
+    }
+    if (committed.stage > 0) refresh(problem_.rank_of_stage[committed.stage - 1], -1);
   }
 
   std::string deadlock_message() const {
@@ -257,9 +317,11 @@ class Simulation {
   std::vector<std::vector<std::deque<PendingTransfer>>> queues_;  // [rank][queue]
   std::vector<int> slot_base_;
   std::vector<unsigned> version_;
+  std::vector<double> queued_start_;  // per slot: start of its current heap entry, NaN if none
   std::priority_queue<Candidate, std::vector<Candidate>, std::greater<>> heap_;
   Schedule schedule_;
   int remaining_ = 0;
+  int transfers_ = 0;  // listed in the order
 };
 
 }  // namespace

@@ -6,10 +6,11 @@
 // budget, so slack memory means a denser order and fewer offloads. Where the host link cannot
 // carry what a dense order needs, fitting afterwards fails; candidates from the list scheduler
 // that decides offloads as it goes (heuristics/list_offload.h) slow the order down only as far
-// as the link requires.
+// as the link requires. They come first: they are cheap and usually the best, and a candidate
+// whose compute order alone is no faster than the best fit is never fitted, so a good early fit
+// spares the costly fitting of the rest.
 #include <algorithm>
-#include <cmath>
-#include <functional>
+#include <limits>
 #include <optional>
 
 #include "compiler/errors.h"
@@ -40,14 +41,14 @@ Order scaled_1f1b_order(const Problem& problem, int first_in_flight) {
 
 // The Zero Bubble list scheduler at `extra_halves` / 2 of 1F1B's in-flight count beyond it:
 // 0 is ZB-H1, 2 is ZB-H2 (2(S-s) - 1); W fills the waits.
-Order zero_bubble_order(const Problem& problem, int extra_halves) {
+ListPolicy zero_bubble_policy(const Problem& problem, int extra_halves) {
   ListPolicy policy;
   policy.max_in_flight.resize(problem.ranks);
   for (int r = 0; r < problem.ranks; ++r) {
     const int d = problem.num_stages() - problem.stages_of_rank(r).front();
     policy.max_in_flight[r] = d + extra_halves * (d - 1) / 2;
   }
-  return list_schedule(problem, policy);
+  return policy;
 }
 
 // The Zero Bubble list scheduler under `factor` times each rank's activation budget (byte
@@ -63,25 +64,20 @@ ListPolicy memory_limited_policy(const Problem& problem, double factor, bool lat
   return policy;
 }
 
-// Offload covering what exceeds the budget is fitted afterwards.
-Order memory_limited_order(const Problem& problem, double factor, bool later_chunk_first) {
-  return list_schedule(problem, memory_limited_policy(problem, factor, later_chunk_first));
-}
-
 // The list scheduler deciding offloads as it goes (heuristics/list_offload.h) under the exact
 // budget: where the link cannot carry every in-flight activation, it offloads what the link can
 // and admits forwards only as fast as the memory that frees allows.
-Order offloading_list_order(const Problem& problem, const ListOffloadPolicy& offload,
-                            bool later_chunk_first) {
+ListPolicy offloading_list_policy(const Problem& problem, const ListOffloadPolicy& offload,
+                                  bool later_chunk_first) {
   ListPolicy policy = memory_limited_policy(problem, 1.0, later_chunk_first);
   policy.offload = offload;
-  return list_schedule(problem, policy);
+  return policy;
 }
 
-// Ops per op type above which the memory-limited list scheduler, whose cost grows with the
-// waiting a tight limit causes, is left out where the other candidates serve (the seed must
-// stay fast).
-constexpr int64_t kListSchedulerOps = 4096;
+// What became of a candidate: it fits the budget (with offload), it does not, or its compute
+// order alone is no faster than the best fit, so it was not fitted (whether it would fit is
+// unknown).
+enum class Verdict { kFits, kOverBudget, kTooSlow };
 
 class Search {
  public:
@@ -90,29 +86,43 @@ class Search {
         recompute_(std::any_of(problem.stages.begin(), problem.stages.end(),
                                [](const StageCosts& s) { return s.can_recompute(); })) {}
 
-  // Fits `build()`'s order by offloading and keeps it if best; false when it does not fit (or
-  // cannot beat the best even without offload, or deadlocks).
-  bool consider(const std::function<Order()>& build) {
-    Order order;
+  // Fits `order` by offloading and keeps it if best (a deadlocking order counts as over budget:
+  // this warm-up starves a rank, others remain).
+  Verdict consider(const Order& order) {
     Schedule timing;
     try {
-      order = build();
       timing = simulate(problem_, order, kMethod);
     } catch (const Error&) {
-      return false;  // this warm-up starves a rank; others remain
+      return Verdict::kOverBudget;
     }
-    return consider_timed(std::move(order), timing);
+    return consider_timed(order, timing);
+  }
+
+  // The same for the list scheduler's order under `policy` (without offload), which gives up as
+  // soon as it cannot beat the best fit: its timing is the simulator's, so a slower order is
+  // left out before the simulator times it.
+  Verdict consider_listed(ListPolicy policy) {
+    policy.abandon_above_makespan = best_fit_makespan();
+    ListOutcome outcome;
+    try {
+      outcome = list_schedule_with_outcome(problem_, policy);
+    } catch (const Error&) {
+      return Verdict::kOverBudget;
+    }
+    if (outcome.abandoned || outcome.makespan >= best_fit_makespan()) return Verdict::kTooSlow;
+    return consider(outcome.order);
   }
 
   // The same for an order already timed without transfers.
-  bool consider_timed(Order order, const Schedule& timing) {
+  Verdict consider_timed(const Order& order, const Schedule& timing) {
     // Offload never shortens a schedule: a compute order already slower than the best is out.
-    if (best_ && best_->fits() && makespan_of(timing) >= best_->makespan) return false;
-    OffloadedSchedule fitted = fit_offloads(problem_, order, timing, kMethod,
-                                            OffloadChoice::kLongestLived, OffloadSet(problem_));
+    if (makespan_of(timing) >= best_fit_makespan()) return Verdict::kTooSlow;
+    OffloadedSchedule fitted =
+        fit_offloads(problem_, order, timing, kMethod, OffloadChoice::kLongestLived,
+                     OffloadSet(problem_), fit_goal());
     const bool fits = fitted.fits();
     offer(std::move(fitted));
-    return fits;
+    return fits ? Verdict::kFits : Verdict::kOverBudget;
   }
 
   // A schedule found elsewhere, fitted by offload or not at all; where it exceeds the budget,
@@ -125,7 +135,14 @@ class Search {
   }
 
   bool found_fit() const { return best_ && best_->fits(); }
-  double best_makespan() const { return best_->makespan; }
+  // Once a fit is known, a candidate over budget is of no use, unless recompute can fit it.
+  FitGoal fit_goal() const {
+    return found_fit() && !recompute_ ? FitGoal::kFitOnly : FitGoal::kLeastExcess;
+  }
+  // Infinity until a candidate fits.
+  double best_fit_makespan() const {
+    return found_fit() ? best_->makespan : std::numeric_limits<double>::infinity();
+  }
   OffloadedSchedule take() { return std::move(*best_); }
 
  private:
@@ -137,18 +154,23 @@ class Search {
 // One chunk per rank: 1F1B with split backward first; if it fits (with offload), the denser
 // Zero Bubble orders while they fit; if not, a binary search for the largest in-flight count on
 // stage 0 that fits, since fewer in flight means less memory and a proportionally slower pipe.
+// An order too slow to beat the best fit is passed over towards denser ones: leaner ones are
+// slower still.
 void search_one_chunk(const Problem& problem, Search& search) {
   const int stages = problem.num_stages();
-  if (search.consider([&] { return scaled_1f1b_order(problem, stages); })) {
+  if (search.consider(scaled_1f1b_order(problem, stages)) != Verdict::kOverBudget) {
     for (int extra_halves : {0, 1, 2}) {
-      if (!search.consider([&] { return zero_bubble_order(problem, extra_halves); })) break;
+      if (search.consider_listed(zero_bubble_policy(problem, extra_halves)) ==
+          Verdict::kOverBudget) {
+        break;
+      }
     }
     return;
   }
   int lo = 1, hi = stages - 1;
   while (lo <= hi) {
     const int mid = (lo + hi) / 2;
-    if (search.consider([&] { return scaled_1f1b_order(problem, mid); })) {
+    if (search.consider(scaled_1f1b_order(problem, mid)) != Verdict::kOverBudget) {
       lo = mid + 1;
     } else {
       hi = mid - 1;
@@ -158,7 +180,7 @@ void search_one_chunk(const Problem& problem, Search& search) {
 
 // Several chunks per rank: grouped interleaved orders over group sizes and warm-ups (extra
 // forwards per rank below the last, Megatron's is 2; smaller is leaner and, with g < R, often
-// as fast), tried fastest first until the compute order alone is slower than the best fit.
+// as fast), tried fastest first until the compute order alone is no faster than the best fit.
 void search_chunks(const Problem& problem, Search& search) {
   const int ranks = problem.ranks;
   std::vector<int> groups = {ranks, (ranks + 1) / 2, (ranks + 3) / 4};
@@ -170,12 +192,16 @@ void search_chunks(const Problem& problem, Search& search) {
   };
   std::vector<Prepared> prepared;
   for (int group : groups) {
-    for (double extra : {2.0, 1.0, 0.5, 0.25}) {
+    // Leanest first: a deeper warm-up that is no faster than a leaner one only holds more.
+    double fastest_leaner = std::numeric_limits<double>::infinity();
+    for (double extra : {0.25, 0.5, 1.0, 2.0}) {
       Order order = grouped_interleaved_order(problem, group,
                                               interleaved_warmup(problem, group, extra), true);
       try {
         Schedule timing = simulate(problem, order, kMethod);
         const double makespan = makespan_of(timing);
+        if (makespan >= fastest_leaner) continue;
+        fastest_leaner = makespan;
         prepared.push_back({std::move(order), std::move(timing), makespan});
       } catch (const Error&) {
         // this warm-up is too deep for the group: the wrap-around waits on itself
@@ -184,24 +210,45 @@ void search_chunks(const Problem& problem, Search& search) {
   }
   std::stable_sort(prepared.begin(), prepared.end(),
                    [](const Prepared& a, const Prepared& b) { return a.makespan < b.makespan; });
-  for (Prepared& p : prepared) {
-    if (search.found_fit() && p.makespan >= search.best_makespan()) break;
-    search.consider_timed(std::move(p.order), p.timing);
+  for (const Prepared& p : prepared) {
+    if (search.consider_timed(p.order, p.timing) == Verdict::kTooSlow) break;
+  }
+}
+
+// PipeOffload's schedule, or where a fit is known only its compute orders that could beat it.
+void offer_pipeoffload(const Problem& problem, Search& search) {
+  if (!search.found_fit()) {
+    search.offer(pipeoffload_schedule(problem));
+  } else if (auto faster = pipeoffload_schedule_faster_than(problem, search.best_fit_makespan(),
+                                                            search.fit_goal())) {
+    search.offer(std::move(*faster));
   }
 }
 
 // Offload decided while scheduling, over how long-lived an activation must be to go (in older
-// microbatches awaiting B) and how early it comes back. Its orders carry their transfers, so
-// they are only timed: the search keeps one that fits.
+// microbatches awaiting B) and how early it comes back, the later chunk's F first (with several
+// chunks per rank it drains the pipeline, usually the faster) before the earlier's. Its orders
+// carry their transfers, so they are only timed: the search keeps one that fits. A run is
+// abandoned once it cannot beat the best fit, and policies often agree (thresholds that no
+// activation reaches): an order already timed is not timed again.
 void search_offloading_lists(const Problem& problem, Search& search) {
-  for (int min_awaiting : {1, 2, 3, 4}) {
-    for (int lookahead : {1, 2}) {
-      for (bool later_first : {false, true}) {
-        if (later_first && problem.chunks_per_rank == 1) continue;
-        const ListOffloadPolicy offload{min_awaiting, lookahead, 0.0};
+  std::vector<Order> timed;
+  auto already_timed = [&](const Order& order) {
+    return std::any_of(timed.begin(), timed.end(),
+                       [&](const Order& t) { return t.ranks == order.ranks; });
+  };
+  for (bool later_first : {true, false}) {
+    if (later_first && problem.chunks_per_rank == 1) continue;
+    for (int min_awaiting : {1, 2, 3, 4}) {
+      for (int lookahead : {1, 2}) {
+        ListPolicy policy =
+            offloading_list_policy(problem, {min_awaiting, lookahead, 0.0}, later_first);
+        policy.abandon_above_makespan = search.best_fit_makespan();
         try {
-          search.offer(time_with_simulator(
-              problem, offloading_list_order(problem, offload, later_first), kMethod));
+          ListOutcome outcome = list_schedule_with_outcome(problem, policy);
+          if (outcome.abandoned || already_timed(outcome.order)) continue;
+          timed.push_back(outcome.order);
+          search.offer(time_with_simulator(problem, std::move(outcome.order), kMethod));
         } catch (const Error&) {
           // a starved rank under this policy; the others remain
         }
@@ -213,32 +260,28 @@ void search_offloading_lists(const Problem& problem, Search& search) {
 // The best order found, timed by the simulator.
 OffloadedSchedule adaoffload_search(const Problem& problem) {
   Search search(problem);
+  if (problem.offload) search_offloading_lists(problem, search);
   if (problem.chunks_per_rank == 1) {
     search_one_chunk(problem, search);
   } else {
     search_chunks(problem, search);
     // PipeOffload's grouped orders with fixed offload sets sometimes win on few ranks: AdaOffload
     // is never worse than it.
-    if (pipeoffload_unsupported(problem).empty()) search.offer(pipeoffload_schedule(problem));
+    if (pipeoffload_unsupported(problem).empty()) offer_pipeoffload(problem, search);
   }
   // Memory-limited list orders: the only dense candidates for several chunks off the loop
-  // placement, and on few ops often better than the others.
-  const int64_t ops = int64_t{1} * problem.num_stages() * problem.microbatches;
-  const bool grouped_fit =
-      problem.chunks_per_rank == 1 || problem.placement == PlacementKind::kLoop;
-  if (!grouped_fit || ops <= kListSchedulerOps) {
-    std::vector<double> factors = {1.0};
-    if (problem.offload) factors = {2.0, 1.5, 1.0};
-    for (double factor : factors) {
-      for (bool later_first : {false, true}) {
-        if (later_first && problem.chunks_per_rank == 1) continue;
-        search.consider([&] { return memory_limited_order(problem, factor, later_first); });
-      }
+  // placement, and often better than the others. The exact budget first: its orders need no
+  // offload, so they are cheap to fit and, fitting, spare the fitting of denser ones no faster.
+  std::vector<double> factors = {1.0};
+  if (problem.offload) factors = {1.0, 1.5, 2.0};
+  for (double factor : factors) {
+    for (bool later_first : {false, true}) {
+      if (later_first && problem.chunks_per_rank == 1) continue;
+      search.consider_listed(memory_limited_policy(problem, factor, later_first));
     }
   }
-  if (problem.offload) search_offloading_lists(problem, search);
   // One microbatch at a time: the leanest order, which never deadlocks.
-  if (!search.found_fit()) search.consider([&] { return microbatch_serial_order(problem, true); });
+  if (!search.found_fit()) search.consider(microbatch_serial_order(problem, true));
   return search.take();
 }
 

@@ -40,6 +40,8 @@ struct RankState {
   // infinity; a commit elsewhere that readies one of its next ops earlier wakes it then.
   bool asleep = false;
   int decision_version = 0;  // bumped at every reschedule
+  // End of its last op were no B held up by its reload (ListScheduler::unhindered_end).
+  double unhindered_last_end = 0;
 };
 
 // A rank's next decision; the earliest goes first, waiting ranks last among equals, then by rank.
@@ -81,7 +83,10 @@ class ListScheduler {
       if (!policy.max_in_flight.empty()) rank.max_in_flight = policy.max_in_flight[r];
     }
     order_.ranks.resize(problem.ranks);
-    if (policy.offload && problem.offload) ledger_.emplace(problem, *policy.offload);
+    if (policy.offload && problem.offload) {
+      ledger_.emplace(problem, *policy.offload);
+      unhindered_end_.emplace(problem, kInfinity);
+    }
     for (int r = 0; r < problem.ranks; ++r) {
       if (ranks_[r].remaining > 0) decisions_.push({0, false, r, 0});
     }
@@ -164,22 +169,28 @@ class ListScheduler {
     }
   }
 
-  // When `ref` could start, or infinity while a predecessor is not committed. The dependencies of
-  // compiler/dependencies.h for split backward without offload, spelled out: this is the inner
-  // loop.
+  // When `ref` could start, or infinity while a predecessor is not committed: a B also waits
+  // for its activation to be back from host.
   double ready_time(const OpRef& ref) const {
+    const double ready = compute_ready_time(end_, ref);
+    if (!ledger_ || ref.op != Op::kBackwardInput) return ready;
+    return std::max(ready, ledger_->back_on_device(ref.stage, ref.microbatch));
+  }
+
+  // When the compute ops before `ref`, ending at `ends`, let it start. The dependencies of
+  // compiler/dependencies.h for split backward without transfers, spelled out: this is the inner
+  // loop.
+  double compute_ready_time(const OpTable<double>& ends, const OpRef& ref) const {
     const int s = ref.stage;
     const int j = ref.microbatch;
     switch (ref.op) {
       case Op::kForward:
-        return s == 0 ? 0.0 : end_[{Op::kForward, s - 1, j}] + problem_.p2p(s - 1, s);
-      case Op::kBackwardInput: {
-        const double back = ledger_ ? ledger_->back_on_device(s, j) : 0.0;
-        if (s == problem_.num_stages() - 1) return std::max(back, end_[{Op::kForward, s, j}]);
-        return std::max(back, end_[{Op::kBackwardInput, s + 1, j}] + problem_.p2p(s + 1, s));
-      }
+        return s == 0 ? 0.0 : ends[{Op::kForward, s - 1, j}] + problem_.p2p(s - 1, s);
+      case Op::kBackwardInput:
+        if (s == problem_.num_stages() - 1) return ends[{Op::kForward, s, j}];
+        return ends[{Op::kBackwardInput, s + 1, j}] + problem_.p2p(s + 1, s);
       default:
-        return end_[{Op::kBackwardInput, s, j}];
+        return ends[{Op::kBackwardInput, s, j}];
     }
   }
 
@@ -357,7 +368,10 @@ class ListScheduler {
     // The rank runs its ops one after another, so it ends no earlier than this (give or take the
     // rounding of the running sum, which must not cut a run that ties the bound).
     rank.remaining_work -= duration(problem_, ref);
-    if (end + rank.remaining_work > policy_.abandon_above_makespan * (1 + 1e-9)) abandoned_ = true;
+    if (unhindered_end(rank, ref) + rank.remaining_work >
+        policy_.abandon_above_makespan * (1 + 1e-9)) {
+      abandoned_ = true;
+    }
     reschedule(r, std::max(rank.free_at, end), false);
     wake_successor(ref, end);
     order_.ranks[r].push_back(ref);
@@ -370,6 +384,18 @@ class ListScheduler {
         order_.ranks[r].push_back(offload->ref);
       }
     }
+  }
+
+  // When the simulator's timing of the order ends `ref` at the earliest, which is `ref`'s end
+  // without offload. With offload the ledger's transfer times are estimates (transfers of ranks
+  // sharing a channel may run in another order), but transfers only add dependencies, so the
+  // order timed without them ends no later than the simulator's.
+  double unhindered_end(RankState& rank, const OpRef& ref) {
+    if (!ledger_) return end_[ref];
+    const double start =
+        std::max(rank.unhindered_last_end, compute_ready_time(*unhindered_end_, ref));
+    rank.unhindered_last_end = (*unhindered_end_)[ref] = start + duration(problem_, ref);
+    return rank.unhindered_last_end;
   }
 
   // Nothing the rank may run becomes ready before one of its next ops does: the rank's own state
@@ -419,6 +445,8 @@ class ListScheduler {
   const ListPolicy& policy_;
   std::optional<OffloadLedger> ledger_;
   OpTable<double> end_;
+  // With offload: end_ were no B held up by its reload (unhindered_end).
+  std::optional<OpTable<double>> unhindered_end_;
   std::vector<int> local_of_stage_;  // index of each stage among its rank's stages
   std::vector<RankState> ranks_;
   // The next decisions of the ranks with work left (but those asleep with no op in sight), and

@@ -53,8 +53,9 @@ struct ListPolicy {
   // With problem.offload: offload decided while scheduling (heuristics/list_offload.h); the
   // order then lists OFFLOAD and RELOAD actions, and memory counts what they free and take.
   std::optional<ListOffloadPolicy> offload;
-  // Give up as soon as the makespan is sure to exceed this (ListOutcome::abandoned): a search over
-  // policies passes the best makespan it has and skips the runs that cannot beat it.
+  // Give up as soon as the simulator's makespan of the order is sure to exceed this
+  // (ListOutcome::abandoned), with offload too: a search over policies passes the best makespan
+  // it has and skips the runs that cannot beat it.
   double abandon_above_makespan = std::numeric_limits<double>::infinity();
 };
 
@@ -63,6 +64,7 @@ Order list_schedule(const Problem& problem, const ListPolicy& policy);
 
 // The order with the timing the scheduler gave it, which is the simulator's as-soon-as-possible
 // timing of that order: a cheap prediction to rank many policies before simulating the best.
+// With offload it is an estimate (transfers of ranks sharing a channel may run in another order).
 struct ListOutcome {
   Order order;
   double makespan = 0;

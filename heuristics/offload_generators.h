@@ -4,6 +4,7 @@
 // fits, the leanest one they found (excess_bytes > 0), which the driver reports as over budget.
 #pragma once
 
+#include <optional>
 #include <string>
 
 #include "compiler/problem.h"
@@ -13,6 +14,11 @@
 namespace optpipe {
 
 OffloadedSchedule pipeoffload_schedule(const Problem& problem);
+// PipeOffload's best schedule among its compute orders faster than `makespan` alone (a search
+// with a fit that fast needs no other: offload never shortens an order), fitted for `goal`;
+// nullopt where there is none, so without the fallback to one microbatch at a time.
+std::optional<OffloadedSchedule> pipeoffload_schedule_faster_than(const Problem& problem,
+                                                                  double makespan, FitGoal goal);
 Order pipeoffload_order(const Problem& problem);
 // Why pipeoffload cannot serve `problem`, or empty.
 std::string pipeoffload_unsupported(const Problem& problem);

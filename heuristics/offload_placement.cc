@@ -6,6 +6,7 @@
 #include <limits>
 #include <map>
 #include <queue>
+#include <tuple>
 
 #include "compiler/dependencies.h"
 #include "compiler/memory_timeline.h"
@@ -339,19 +340,18 @@ Order insert_transfers(const Problem& problem, const Order& compute_order, const
     kept.push_back(a);
   }
 
-  // Transfers listed after a compute op, by planned start (offload before reload on a tie).
+  // Transfers listed after a compute op (its index in the rank's compute order), by planned
+  // start (offload before reload on a tie).
   struct Listed {
+    int after;
     double planned;
     int kind;  // 0 offload, 1 reload
     OpRef ref;
   };
-  Order order;
-  order.ranks.resize(problem.ranks);
-  std::vector<std::vector<std::vector<Listed>>> after(problem.ranks);
+  std::vector<std::vector<Listed>> listed(problem.ranks);
   OpTable<int> position(problem, -1);
   std::vector<std::vector<double>> ends(problem.ranks);
   for (int r = 0; r < problem.ranks; ++r) {
-    after[r].resize(compute_order.ranks[r].size());
     for (size_t i = 0; i < compute_order.ranks[r].size(); ++i) {
       position[compute_order.ranks[r][i]] = static_cast<int>(i);
     }
@@ -361,19 +361,26 @@ Order insert_transfers(const Problem& problem, const Order& compute_order, const
     const int f_pos = position[{Op::kForward, a.stage, a.mb}];
     int b_pos = position[{Op::kBackwardInput, a.stage, a.mb}];
     if (b_pos < 0) b_pos = position[{Op::kBackward, a.stage, a.mb}];
-    after[a.rank][f_pos].push_back({a.offload_start, 0, {Op::kOffload, a.stage, a.mb}});
+    listed[a.rank].push_back({f_pos, a.offload_start, 0, {Op::kOffload, a.stage, a.mb}});
     const int r_pos = std::clamp(last_ending_by(ends[a.rank], a.reload_start), f_pos, b_pos - 1);
-    after[a.rank][r_pos].push_back({a.reload_start, 1, {Op::kReload, a.stage, a.mb}});
+    listed[a.rank].push_back({r_pos, a.reload_start, 1, {Op::kReload, a.stage, a.mb}});
   }
+  Order order;
+  order.ranks.resize(problem.ranks);
   for (int r = 0; r < problem.ranks; ++r) {
-    auto& refs = order.ranks[r];
-    for (size_t i = 0; i < compute_order.ranks[r].size(); ++i) {
-      refs.push_back(compute_order.ranks[r][i]);
-      auto& listed = after[r][i];
-      std::stable_sort(listed.begin(), listed.end(), [](const Listed& a, const Listed& b) {
-        return a.planned < b.planned || (a.planned == b.planned && a.kind < b.kind);
-      });
-      for (const Listed& l : listed) refs.push_back(l.ref);
+    std::vector<Listed>& transfers = listed[r];
+    std::stable_sort(transfers.begin(), transfers.end(), [](const Listed& a, const Listed& b) {
+      return std::tie(a.after, a.planned, a.kind) < std::tie(b.after, b.planned, b.kind);
+    });
+    const std::vector<OpRef>& compute = compute_order.ranks[r];
+    std::vector<OpRef>& refs = order.ranks[r];
+    refs.reserve(compute.size() + transfers.size());
+    auto next = transfers.begin();
+    for (size_t i = 0; i < compute.size(); ++i) {
+      refs.push_back(compute[i]);
+      for (; next != transfers.end() && next->after == static_cast<int>(i); ++next) {
+        refs.push_back(next->ref);
+      }
     }
   }
   return order;
@@ -394,7 +401,7 @@ bool better_offloaded(const OffloadedSchedule& a, const OffloadedSchedule& b) {
 
 OffloadedSchedule fit_offloads(const Problem& problem, const Order& compute_order,
                                const Schedule& compute_timing, const std::string& method,
-                               OffloadChoice choice, OffloadSet initial) {
+                               OffloadChoice choice, OffloadSet initial, FitGoal goal) {
   Schedule base = compute_timing;
   base.method = method;
   OffloadedSchedule best = summarize(problem, compute_order, std::move(base));
@@ -410,6 +417,9 @@ OffloadedSchedule fit_offloads(const Problem& problem, const Order& compute_orde
     if (choice == OffloadChoice::kLongestLived) {
       added = grow_longest_lived(problem, compute_order, timing, offloaded, rejected, unfixable);
       if (added == 0) break;
+      // Where only a fit will do, a first round that leaves an instant over budget whatever is
+      // offloaded is not worth timing: on no problem of the benchmarks or tests did it fit.
+      if (goal == FitGoal::kFitOnly && unfixable && round == 0) break;
     }
     const OffloadSet wanted = offloaded;
     OffloadedSchedule candidate = evaluate(problem, compute_order, timing, offloaded, method);
@@ -431,6 +441,12 @@ OffloadedSchedule fit_offloads(const Problem& problem, const Order& compute_orde
     // Even offloading every candidate leaves an instant over budget, or the last round brought
     // the excess no lower: more rounds will not help.
     if ((unfixable && round == 0) || (!fits && !improved)) break;
+    // Where only a fit will do, no more rounds once one is out of reach: they may still lower
+    // the excess, but on no problem of the benchmarks or tests did they make a fixed set fit, or
+    // a grown one after an instant stayed over budget whatever was offloaded.
+    if (goal == FitGoal::kFitOnly && !fits && (unfixable || choice == OffloadChoice::kFixed)) {
+      break;
+    }
   }
   return best;
 }

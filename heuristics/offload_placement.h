@@ -54,13 +54,19 @@ enum class OffloadChoice {
   kLongestLived,  // grow the given set where memory exceeds the budget: longest lifespans first
 };
 
+// What the caller of fit_offloads needs: the best schedule there is, the least over budget where
+// none fits (the fallback it reports), or only one that fits (it has a fallback already), which
+// spares the rounds that could only lower the excess.
+enum class FitGoal { kLeastExcess, kFitOnly };
+
 // Offloads activations of `compute_order` (timed without transfers as `compute_timing`) until
 // the schedule fits the budget or nothing more can be offloaded, re-placing transfers with the
 // simulator's times for a few rounds. Returns the best schedule seen, the compute-only one
 // included: the fastest that fits, else the one with the least excess.
 OffloadedSchedule fit_offloads(const Problem& problem, const Order& compute_order,
                                const Schedule& compute_timing, const std::string& method,
-                               OffloadChoice choice, OffloadSet initial);
+                               OffloadChoice choice, OffloadSet initial,
+                               FitGoal goal = FitGoal::kLeastExcess);
 
 // Where `fitted` (an order with or without transfers, timed) still exceeds the budget,
 // recomputes the longest-lived activations that stay on the device and whose stage can

@@ -4,6 +4,7 @@
 // longest; g and K are chosen for the budget, the smallest K that fits for each g and then the
 // fastest g. With one chunk per rank: 1F1B plus offload of the longest-lived activations.
 #include <algorithm>
+#include <limits>
 #include <optional>
 
 #include "compiler/errors.h"
@@ -40,11 +41,14 @@ std::string pipeoffload_unsupported(const Problem& problem) {
   return {};
 }
 
-OffloadedSchedule pipeoffload_schedule(const Problem& problem) {
+std::optional<OffloadedSchedule> pipeoffload_schedule_faster_than(const Problem& problem,
+                                                                  double makespan, FitGoal goal) {
   if (problem.chunks_per_rank == 1) {
     const Order base = one_f_one_b_order(problem);
-    return fit_offloads(problem, base, simulate(problem, base, kMethod), kMethod,
-                        OffloadChoice::kLongestLived, OffloadSet(problem));
+    const Schedule timing = simulate(problem, base, kMethod);
+    if (makespan_of(timing) >= makespan) return std::nullopt;
+    return fit_offloads(problem, base, timing, kMethod, OffloadChoice::kLongestLived,
+                        OffloadSet(problem), goal);
   }
   std::optional<OffloadedSchedule> best;
   const int ranks = problem.ranks;
@@ -59,20 +63,26 @@ OffloadedSchedule pipeoffload_schedule(const Problem& problem) {
     } catch (const DeadlockError&) {
       continue;  // a partial last group can starve the warm-up rule; try another group size
     }
+    if (makespan_of(timing) >= makespan) continue;  // offload never shortens it
     for (int k = 0; k <= problem.chunks_per_rank; ++k) {
-      OffloadedSchedule candidate = fit_offloads(problem, base, timing, kMethod,
-                                                 OffloadChoice::kFixed, first_chunks(problem, k));
+      OffloadedSchedule candidate = fit_offloads(
+          problem, base, timing, kMethod, OffloadChoice::kFixed, first_chunks(problem, k), goal);
       const bool fits = candidate.fits();
       keep_better(best, std::move(candidate));
       if (fits || !problem.offload) break;
     }
   }
-  if (!best) {
-    const Order base = microbatch_serial_order(problem, false);
-    return fit_offloads(problem, base, simulate(problem, base, kMethod), kMethod,
-                        OffloadChoice::kLongestLived, OffloadSet(problem));
+  return best;
+}
+
+OffloadedSchedule pipeoffload_schedule(const Problem& problem) {
+  if (auto best = pipeoffload_schedule_faster_than(problem, std::numeric_limits<double>::infinity(),
+                                                   FitGoal::kLeastExcess)) {
+    return std::move(*best);
   }
-  return std::move(*best);
+  const Order base = microbatch_serial_order(problem, false);
+  return fit_offloads(problem, base, simulate(problem, base, kMethod), kMethod,
+                      OffloadChoice::kLongestLived, OffloadSet(problem));
 }
 
 Order pipeoffload_order(const Problem& problem) {
