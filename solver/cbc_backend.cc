@@ -139,6 +139,9 @@ SolveResult solve_with_cbc(const LinearModel& model, const std::vector<double>& 
   OsiClpSolverInterface solver;
   load(model, solver);
   if (!options.verbose) solver.messageHandler()->setLogLevel(0);
+  // The root LP by dual simplex: CBC's -sec does not interrupt it, and Clp's primal stalled
+  // there for minutes on the order model with activation choices (R = 4, m = 4, two chunks).
+  solver.setHintParam(OsiDoDualInInitial, true, OsiHintDo);
   CbcModel cbc(solver);
   CbcMain0(cbc);
   if (!options.verbose) {

@@ -45,14 +45,14 @@ class Search {
     size_t ops = 0;
     for (const auto& refs : compute_order(order_).ranks) ops += refs.size();
     if (proven_optimal()) return finish();  // the seed meets the lower bound
-    const bool decide = ops <= static_cast<size_t>(options_.max_ops_for_activation_choices);
-    if (moves_activations(seed) && !decide) {
+    if (ops <= static_cast<size_t>(options_.max_ops_for_whole_model)) {
+      solve_whole();
+    } else if (moves_activations(seed)) {
       stats_.status = "skipped";
       stats_.note = fmt::format(
-          "seeds that offload or recompute are re-optimised up to {} compute ops; this one has {}",
-          options_.max_ops_for_activation_choices, ops);
-    } else if (ops <= static_cast<size_t>(options_.max_ops_for_whole_model)) {
-      solve_whole(decide ? ActivationChoice::kDecide : ActivationChoice::kAsGiven);
+          "windows keep offload and recompute as the seed has them, so only orders of up to {} "
+          "compute ops are re-optimised with them; this one has {}",
+          options_.max_ops_for_whole_model, ops);
     } else {
       slide_windows();
     }
@@ -105,12 +105,12 @@ class Search {
     return {std::max(0.05, limit), options_.threads, options_.verbose};
   }
 
-  // Small whole orders also decide each activation's keep / offload / recompute.
-  void solve_whole(ActivationChoice activations) {
+  // Whole orders also decide each activation's keep / offload / recompute.
+  void solve_whole() {
     const Order compute = compute_order(order_);
     const Segment everything = whole_order(compute);
     const OrderModel model(problem_, compute, current_, everything, SegmentObjective::kMakespan,
-                           activations);
+                           ActivationChoice::kDecide);
     const SolveResult result =
         solve_with_cbc(model.model(), model.start_solution(), cbc_options(remaining()),
                        [&](const std::vector<double>& x, double) { offer_solution(model, x); });

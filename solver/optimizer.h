@@ -18,11 +18,9 @@ struct OptimizerOptions {
   double time_limit_seconds = 60;
   int threads = 0;
   bool verbose = false;
-  // Solve the whole order as one MILP when it has at most this many compute ops.
+  // Solve the whole order as one MILP, keep / offload / recompute per activation included, when
+  // it has at most this many compute ops.
   int max_ops_for_whole_model = 160;
-  // Decide keep / offload / recompute per activation when the order has at most this many
-  // compute ops: beyond, CBC's root LP of that larger model took seconds to minutes.
-  int max_ops_for_activation_choices = 48;
   int window_microbatches = 2;
   // Windows with more ops are not tried: CBC's root (not interruptible) would overrun the limit.
   int max_ops_per_window = 240;
