@@ -226,7 +226,7 @@ TEST_F(RecomputeValidatorTest, FindsARecomputeTwice) {
 
 TEST_F(RecomputeValidatorTest, FindsAnActivationBothOffloadedAndRecomputed) {
   problem_.offload = OffloadLink{1000, 1000, ChannelMode::kDuplex, {0, 1, 2, 3}};
-  const Action& forward = find(schedule_, {Op::kForward, 0, 0});
+  const Action forward = find(schedule_, {Op::kForward, 0, 0});  // a copy: push_back reallocates
   const int64_t bytes = problem_.stages[0].offloadable_bytes;
   schedule_.ranks[0].push_back({{Op::kOffload, 0, 0}, forward.end, forward.end + 1, bytes});
   schedule_.ranks[0].push_back({{Op::kReload, 0, 0}, forward.end + 1, forward.end + 2, bytes});
