@@ -41,7 +41,8 @@ class Search {
     best_makespan_ = compute_metrics(problem_, seed).makespan;
     stats_.bound = makespan_lower_bound(problem_);
     order_ = split_backward(order_of(seed));
-    current_ = simulate(problem_, order_, seed.method);
+    current_ = moves_activations(seed) ? split_backward(problem_, seed)
+                                       : simulate(problem_, order_, seed.method);
     size_t ops = 0;
     for (const auto& refs : compute_order(order_).ranks) ops += refs.size();
     if (proven_optimal()) return finish();  // the seed meets the lower bound

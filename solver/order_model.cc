@@ -52,6 +52,23 @@ Order compute_order(const Order& order) {
   return result;
 }
 
+Schedule split_backward(const Problem& problem, const Schedule& schedule) {
+  Schedule result{schedule.method, {}};
+  for (const auto& actions : schedule.ranks) {
+    auto& split = result.ranks.emplace_back();
+    for (const Action& a : actions) {
+      if (a.ref.op != Op::kBackward) {
+        split.push_back(a);
+        continue;
+      }
+      const double b_end = a.start + problem.stages[a.ref.stage].backward_input;
+      split.push_back({{Op::kBackwardInput, a.ref.stage, a.ref.microbatch}, a.start, b_end});
+      split.push_back({{Op::kBackwardWeight, a.ref.stage, a.ref.microbatch}, b_end, a.end});
+    }
+  }
+  return result;
+}
+
 OrderModel::OrderModel(const Problem& problem, const Order& order, const Schedule& current,
                        const Segment& segment, SegmentObjective objective,
                        ActivationChoice activations)

@@ -29,6 +29,11 @@ enum class ActivationChoice {
 // `order` without its transfers and R ops: what the order model reorders.
 Order compute_order(const Order& order);
 
+// `schedule` at its own times with each fused BW as B then W: a `current` for the order model.
+// Re-simulating order_of(schedule) instead may move transfers (they are issued where they are
+// listed), so a schedule whose F waited for an offload could come back over budget.
+Schedule split_backward(const Problem& problem, const Schedule& schedule);
+
 class OrderModel {
  public:
   // `order` has split backwards and no transfers or R; `current` is the simulated schedule it

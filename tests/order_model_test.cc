@@ -1,0 +1,129 @@
+// The order model admits the schedule it starts from: at the MIP start every bound and row holds,
+// so CBC accepts it, for seeds that keep, offload and recompute, on duplex and shared channels,
+// with link groups and V-shape placement.
+#include "solver/order_model.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <optional>
+#include <random>
+#include <string>
+
+#include "compiler/validator.h"
+#include "solver/segment.h"
+#include "tests/test_problems.h"
+
+namespace optpipe {
+namespace {
+
+using testing::random_problem;
+using testing::run_generator;
+using testing::uniform_problem;
+
+// The first bound, integrality or row that `x` breaks, beyond a relative tolerance of 1e-7.
+std::optional<std::string> first_violation(const LinearModel& model, const std::vector<double>& x) {
+  auto slack = [](double bound) { return 1e-7 * (1 + std::abs(bound)); };
+  for (size_t j = 0; j < model.columns.size(); ++j) {
+    const Column& c = model.columns[j];
+    if (x[j] < c.lower - slack(c.lower) || x[j] > c.upper + slack(c.upper) ||
+        (c.integer && std::abs(x[j] - std::round(x[j])) > 1e-9)) {
+      return "column " + c.name + " = " + std::to_string(x[j]);
+    }
+  }
+  for (const Row& row : model.rows) {
+    double value = 0;
+    for (const auto& [column, coefficient] : row.terms) value += coefficient * x[column];
+    if (value < row.lower - slack(row.lower) || value > row.upper + slack(row.upper)) {
+      return "row " + row.name + " = " + std::to_string(value) + " outside [" +
+             std::to_string(row.lower) + ", " + std::to_string(row.upper) + "]";
+    }
+  }
+  return std::nullopt;
+}
+
+// Builds the whole-order model with activation choices from `seed` and checks its start.
+void expect_start_admitted(const Problem& problem, const Schedule& seed) {
+  ASSERT_FALSE(validate(problem, seed)) << "the seed must be valid";
+  const Order order = split_backward(order_of(seed));
+  const Schedule current = split_backward(problem, seed);
+  const Order compute = compute_order(order);
+  const Segment everything = whole_order(compute);
+  const OrderModel model(problem, compute, current, everything, SegmentObjective::kMakespan,
+                         ActivationChoice::kDecide);
+  const auto violation = first_violation(model.model(), model.start_solution());
+  EXPECT_FALSE(violation) << seed.method << ": " << *violation;
+}
+
+// Two ranks, three microbatches, 1.5 activations of budget per rank, a link that moves one
+// activation per F time, and stages that can recompute.
+Problem tight_problem(ChannelMode channels) {
+  Problem p = uniform_problem(2, 1, 3, {1, 1, 1, 1000, 250});
+  p.p2p_latency = 0.1;
+  for (int r = 0; r < p.ranks; ++r) p.budget_bytes[r] = p.static_bytes[r] + 1500;
+  p.offload = OffloadLink{1000, 1000, channels, {0, 1}};
+  for (StageCosts& stage : p.stages) {
+    stage.checkpoint_bytes = 250;
+    stage.recompute_forward = 1;
+  }
+  return p;
+}
+
+int count_moves(const Schedule& schedule) {
+  int n = 0;
+  for (const auto& actions : schedule.ranks) {
+    for (const Action& a : actions) n += a.ref.op == Op::kOffload || a.ref.op == Op::kRecompute;
+  }
+  return n;
+}
+
+TEST(OrderModel, AdmitsAnAdaOffloadSeedThatOffloadsAndRecomputes) {
+  for (ChannelMode channels : {ChannelMode::kDuplex, ChannelMode::kShared}) {
+    const Problem p = tight_problem(channels);
+    const Schedule seed = run_generator("adaoffload", p).schedule;
+    EXPECT_GT(count_moves(seed), 0);
+    expect_start_admitted(p, seed);
+  }
+}
+
+TEST(OrderModel, AdmitsSeedsThatOffloadOrRecomputeEverything) {
+  Problem offloading = uniform_problem(3, 1, 4, {1, 1, 1, 1000, 250});
+  expect_start_admitted(offloading, testing::offloading_1f1b(offloading));
+  Problem recomputing = uniform_problem(3, 1, 4, {1, 1, 1, 1000, 250});
+  expect_start_admitted(recomputing, testing::recomputing_1f1b(recomputing, 250));
+}
+
+TEST(OrderModel, AdmitsGeneratorSeedsOnRandomProblems) {
+  std::mt19937 rng(7);
+  int checked = 0;
+  int moving_seeds = 0;
+  while (checked < 100) {
+    Problem p = random_problem(rng);
+    const int compute_ops = 3 * p.num_stages() * p.microbatches;
+    if (compute_ops > 120) continue;
+    // Budgets at 60% of zb-auto's activation peak with ample memory, so that seeds offload or
+    // recompute.
+    const Metrics ample = run_generator("zb-auto", p).metrics;
+    for (int r = 0; r < p.ranks; ++r) {
+      const int64_t activations = ample.ranks[r].peak_bytes - p.static_bytes[r];
+      p.budget_bytes[r] = p.static_bytes[r] + activations * 6 / 10;
+    }
+    if (checked % 2 == 0) {
+      for (StageCosts& stage : p.stages) {
+        stage.checkpoint_bytes = stage.activation_bytes / 4;
+        stage.recompute_forward = stage.forward;
+      }
+    }
+    for (const char* method : {"adaoffload", "zb-auto", "pipeoffload"}) {
+      const testing::TimedSchedule seed = run_generator(method, p);
+      if (validate(p, seed.schedule)) continue;  // does not fit: nothing to admit
+      moving_seeds += count_moves(seed.schedule) > 0;
+      expect_start_admitted(p, seed.schedule);
+    }
+    ++checked;
+  }
+  EXPECT_GT(moving_seeds, 0);
+}
+
+}  // namespace
+}  // namespace optpipe
