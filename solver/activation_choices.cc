@@ -52,11 +52,7 @@ int OrderModel::lead_column(int op) const {
 
 // An activation gets an offload binary when its round trip can fit between the earliest end of
 // its F and the latest start of its B, and a recompute binary when its stage can recompute.
-void OrderModel::add_activation_columns(const Schedule& current) {
-  OpTable<double> seed_start(problem_, std::nan(""));
-  for (const auto& actions : current.ranks) {
-    for (const Action& a : actions) seed_start[a.ref] = a.start;
-  }
+void OrderModel::add_activation_columns() {
   OpTable<int> index(problem_, -1);
   for (size_t i = 0; i < ops_.size(); ++i) index[ops_[i].ref] = static_cast<int>(i);
   for (size_t i = 0; i < ops_.size(); ++i) {
@@ -75,14 +71,14 @@ void OrderModel::add_activation_columns(const Schedule& current) {
     Activation act{static_cast<int>(i), b};
     const std::string tag = fmt::format("{}_{}", f.stage, f.microbatch);
     if (may_offload) {
-      const bool offloaded = !std::isnan(seed_start[{Op::kOffload, f.stage, f.microbatch}]);
+      const bool offloaded = !std::isnan(seed_start_[{Op::kOffload, f.stage, f.microbatch}]);
       const double seed_forward_end = current_start_[i] + costs.forward;
       act.offload = add_binary("o_" + tag, offloaded);
       // Without an offload both starts sit at F's end, where they cost nothing.
-      start_.push_back(offloaded ? seed_start[{Op::kOffload, f.stage, f.microbatch}]
+      start_.push_back(offloaded ? seed_start_[{Op::kOffload, f.stage, f.microbatch}]
                                  : seed_forward_end);
       act.d2h = model_.add_column({forward_end, ops_[b].latest, 0, false, "d_" + tag});
-      start_.push_back(offloaded ? seed_start[{Op::kReload, f.stage, f.microbatch}]
+      start_.push_back(offloaded ? seed_start_[{Op::kReload, f.stage, f.microbatch}]
                                  : seed_forward_end);
       act.h2d = model_.add_column({forward_end, ops_[b].latest, 0, false, "h_" + tag});
       const double t_off = problem_.offload_time(f.stage);
@@ -94,7 +90,7 @@ void OrderModel::add_activation_columns(const Schedule& current) {
           {{{ops_[b].column, 1.0}, {act.h2d, -1.0}, {act.offload, -t_rel}}, 0, kInf, "Bh_" + tag});
     }
     if (may_recompute) {
-      const bool recomputed = !std::isnan(seed_start[{Op::kRecompute, f.stage, f.microbatch}]);
+      const bool recomputed = !std::isnan(seed_start_[{Op::kRecompute, f.stage, f.microbatch}]);
       act.recompute = add_binary("q_" + tag, recomputed);
       restricts_recompute_ = true;
     }
@@ -148,13 +144,9 @@ void OrderModel::add_channel_rows() {
             kInf,
             fmt::format("ch_{}_{}", first.column, second.column)};
     for (int a : {first.activation, second.activation}) {
-      row.terms.push_back({activations_[a].offload, -slack});
-      row.lower -= slack;
+      relax_unless(row, activations_[a].offload, false, slack);
     }
-    if (binary >= 0) {
-      row.terms.push_back({binary, negated ? slack : -slack});
-      if (!negated) row.lower -= slack;
-    }
+    if (binary >= 0) relax_unless(row, binary, negated, slack);
     model_.add_row(std::move(row));
   };
   for (const auto& transfers : channels) {
@@ -238,7 +230,7 @@ void OrderModel::add_savings(Row& row, int rank, EventTime event, int event_op,
   const double seed_at = seed_time(event);
   auto seed_value = [&](const Before& b) {
     if (b.known) return b.value;
-    return (start_[b.column] > 0.5) != b.negated;
+    return is_one(start_, b.column) != b.negated;
   };
   for (size_t c = 0; c < activations_.size(); ++c) {
     if (static_cast<int>(c) == own_activation) continue;
@@ -255,7 +247,7 @@ void OrderModel::add_savings(Row& row, int rank, EventTime event, int event_op,
       const Window d2h = window_of(model_, act.d2h);
       const Window h2d = window_of(model_, act.h2d);
       if (d2h.lower + t_off <= at.upper && h2d.upper >= at.lower + kStrictGap) {
-        const bool seed_out = start_[act.offload] > 0.5 &&
+        const bool seed_out = is_one(start_, act.offload) &&
                               start_[act.d2h] + t_off <= seed_at + kTimeTolerance &&
                               start_[act.h2d] >= seed_at + kStrictGap;
         const int z = add_binary("z_" + tag, seed_out);
@@ -282,7 +274,7 @@ void OrderModel::add_savings(Row& row, int rank, EventTime event, int event_op,
         const Before pending = before(event_op, act.backward);
         if ((ended.known && !ended.value) || (pending.known && !pending.value)) continue;
         w = add_binary("w_" + tag,
-                       start_[act.recompute] > 0.5 && seed_value(ended) && seed_value(pending));
+                       is_one(start_, act.recompute) && seed_value(ended) && seed_value(pending));
         for (const Before& b : {ended, pending}) {
           if (b.known) continue;
           model_.add_row({{{w, 1.0}, {b.column, b.negated ? 1.0 : -1.0}},
@@ -295,7 +287,7 @@ void OrderModel::add_savings(Row& row, int rank, EventTime event, int event_op,
         if (forward_end_lower > at.upper || backward.latest - t_r < at.lower + kStrictGap) continue;
         const double seed_forward_end = start_[forward.column] + costs.forward;
         const double seed_rebuild = start_[backward.column] - t_r;
-        w = add_binary("w_" + tag, start_[act.recompute] > 0.5 &&
+        w = add_binary("w_" + tag, is_one(start_, act.recompute) &&
                                        seed_forward_end <= seed_at + kTimeTolerance &&
                                        seed_rebuild >= seed_at + kStrictGap);
         const double m_ended = forward.latest + costs.forward - at.lower;
@@ -322,11 +314,10 @@ void OrderModel::insert_activation_ops(const std::vector<double>& solution, int 
                                        std::vector<OpRef>& refs) const {
   OpTable<int> index(problem_, -1);
   for (int o : ops_of_rank_[rank]) index[ops_[o].ref] = o;
-  auto chosen = [&](int column) { return column >= 0 && solution[column] > 0.5; };
   // Transfers issued after the compute op at a position (-1: before the first).
   std::vector<std::vector<std::pair<double, OpRef>>> issued_after(refs.size() + 1);
   for (const Activation& act : activations_) {
-    if (ops_[act.forward].rank != rank || !chosen(act.offload)) continue;
+    if (ops_[act.forward].rank != rank || !is_one(solution, act.offload)) continue;
     const OpRef& f = ops_[act.forward].ref;
     for (const auto& [op, column] : {std::pair{Op::kOffload, act.d2h}, {Op::kReload, act.h2d}}) {
       const double start = solution[column];
@@ -350,7 +341,7 @@ void OrderModel::insert_activation_ops(const std::vector<double>& solution, int 
   for (size_t k = 0; k < refs.size(); ++k) {
     const OpRef ref = refs[k];
     const int o = index[ref];
-    if (o >= 0 && chosen(lead_column(o))) {
+    if (o >= 0 && is_one(solution, lead_column(o))) {
       result.push_back({Op::kRecompute, ref.stage, ref.microbatch});
     }
     result.push_back(ref);
@@ -361,18 +352,17 @@ void OrderModel::insert_activation_ops(const std::vector<double>& solution, int 
 
 OpTable<double> OrderModel::release_times(const std::vector<double>& solution) const {
   OpTable<double> release(problem_, 0.0);
-  auto chosen = [&](int column) { return column >= 0 && solution[column] > 0.5; };
   for (size_t o = 0; o < ops_.size(); ++o) {
     const SegmentOp& op = ops_[o];
     const bool allocates = op.ref.op == Op::kForward;
     release[op.ref] = solution[op.column] + (allocates ? kAllocationDelay : 0.0);
-    if (chosen(lead_column(static_cast<int>(o)))) {
+    if (is_one(solution, lead_column(static_cast<int>(o)))) {
       release[{Op::kRecompute, op.ref.stage, op.ref.microbatch}] =
           solution[op.column] - lead(static_cast<int>(o)) + kAllocationDelay;
     }
   }
   for (const Activation& act : activations_) {
-    if (!chosen(act.offload)) continue;
+    if (!is_one(solution, act.offload)) continue;
     const OpRef& f = ops_[act.forward].ref;
     release[{Op::kOffload, f.stage, f.microbatch}] = solution[act.d2h];
     release[{Op::kReload, f.stage, f.microbatch}] = solution[act.h2d] + kAllocationDelay;

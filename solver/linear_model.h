@@ -26,6 +26,18 @@ struct Row {
   std::string name;
 };
 
+// Makes a `>=` row hold only when `binary` is 1 (0 when `negated`): otherwise it is relaxed by
+// `slack`, which must cover its largest violation.
+inline void relax_unless(Row& row, int binary, bool negated, double slack) {
+  row.terms.push_back({binary, negated ? slack : -slack});
+  if (!negated) row.lower -= slack;
+}
+
+// Whether the binary `column` is 1 in `values`; false for -1 (no column).
+inline bool is_one(const std::vector<double>& values, int column) {
+  return column >= 0 && values[column] > 0.5;
+}
+
 struct LinearModel {
   std::vector<Column> columns;
   std::vector<Row> rows;

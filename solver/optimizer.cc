@@ -40,15 +40,15 @@ class Search {
     best_ = seed;
     best_makespan_ = compute_metrics(problem_, seed).makespan;
     stats_.bound = makespan_lower_bound(problem_);
+    const bool moves = moves_activations(seed);
     order_ = split_backward(order_of(seed));
-    current_ = moves_activations(seed) ? split_backward(problem_, seed)
-                                       : simulate(problem_, order_, seed.method);
+    current_ = moves ? split_backward(problem_, seed) : simulate(problem_, order_, seed.method);
     size_t ops = 0;
     for (const auto& refs : compute_order(order_).ranks) ops += refs.size();
     if (proven_optimal()) return finish();  // the seed meets the lower bound
     if (ops <= static_cast<size_t>(options_.max_ops_for_whole_model)) {
       solve_whole();
-    } else if (moves_activations(seed)) {
+    } else if (moves) {
       stats_.status = "skipped";
       stats_.note = fmt::format(
           "windows keep offload and recompute as the seed has them, so only orders of up to {} "

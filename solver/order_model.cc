@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <numeric>
 
@@ -72,7 +73,7 @@ Schedule split_backward(const Problem& problem, const Schedule& schedule) {
 OrderModel::OrderModel(const Problem& problem, const Order& order, const Schedule& current,
                        const Segment& segment, SegmentObjective objective,
                        ActivationChoice activations)
-    : problem_(problem), segment_(segment), order_(order) {
+    : problem_(problem), segment_(segment), order_(order), seed_start_(problem, std::nan("")) {
   collect(order, current);
   add_edges();
   double horizon = 0;
@@ -81,7 +82,7 @@ OrderModel::OrderModel(const Problem& problem, const Order& order, const Schedul
   }
   compute_windows(horizon);
   add_start_columns();
-  if (activations == ActivationChoice::kDecide) add_activation_columns(current);
+  if (activations == ActivationChoice::kDecide) add_activation_columns();
   add_pair_rows(order);
   add_memory_rows();
   if (!activations_.empty()) {
@@ -124,10 +125,10 @@ void OrderModel::add_before_term(Row& row, double& constant, double coefficient,
 }
 
 void OrderModel::collect(const Order& order, const Schedule& current) {
-  OpTable<double> start(problem_, 0.0), end(problem_, 0.0);
+  OpTable<double> end(problem_, 0.0);
   for (const auto& actions : current.ranks) {
     for (const Action& a : actions) {
-      start[a.ref] = a.start;
+      seed_start_[a.ref] = a.start;
       end[a.ref] = a.end;
     }
   }
@@ -151,7 +152,7 @@ void OrderModel::collect(const Order& order, const Schedule& current) {
         op.local = static_cast<int>(ops_of_rank_[r].size());
         ops_of_rank_[r].push_back(static_cast<int>(ops_.size()));
         ops_.push_back(op);
-        current_start_.push_back(start[refs[i]]);
+        current_start_.push_back(seed_start_[refs[i]]);
       }
     }
   }
@@ -302,9 +303,7 @@ void OrderModel::add_sequence_row(int first, int second, int binary, bool negate
   if (lead_column(second) >= 0) row.terms.push_back({lead_column(second), -lead(second)});
   if (binary >= 0) {
     // Relaxed by the slack of the windows when the other op runs first.
-    const double slack = x.latest + x.duration - (y.earliest - lead(second));
-    row.terms.push_back({binary, negated ? slack : -slack});
-    if (!negated) row.lower -= slack;
+    relax_unless(row, binary, negated, x.latest + x.duration - (y.earliest - lead(second)));
   }
   model_.add_row(std::move(row));
 }
@@ -393,8 +392,7 @@ Order OrderModel::decode(const std::vector<double>& solution) const {
   std::vector<int> topo_rank(ops_.size());
   for (size_t k = 0; k < topological_.size(); ++k) topo_rank[topological_[k]] = static_cast<int>(k);
   auto work_start = [&](int op) {
-    const int q = lead_column(op);
-    return solution[ops_[op].column] - (q >= 0 && solution[q] > 0.5 ? lead(op) : 0.0);
+    return solution[ops_[op].column] - (is_one(solution, lead_column(op)) ? lead(op) : 0.0);
   };
   for (int r = 0; r < problem_.ranks; ++r) {
     std::vector<int> members = ops_of_rank_[r];

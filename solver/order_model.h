@@ -96,7 +96,7 @@ class OrderModel {
   void add_objective(SegmentObjective objective);
 
   // Activation choices (solver/activation_choices.cc).
-  void add_activation_columns(const Schedule& current);
+  void add_activation_columns();
   void add_lead_rows();
   void add_channel_rows();
   void add_reload_memory_rows();
@@ -130,6 +130,7 @@ class OrderModel {
   const Problem& problem_;
   const Segment& segment_;
   Order order_;
+  OpTable<double> seed_start_;  // each action's start in `current` (NaN: not in it)
   std::vector<SegmentOp> ops_;
   std::vector<std::vector<std::pair<int, double>>> successors_;  // (op, lag) within the segment
   std::vector<int> topological_;
