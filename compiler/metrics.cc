@@ -31,7 +31,7 @@ double work_and_path_bound(const Problem& problem) {
 }  // namespace
 
 double makespan_lower_bound(const Problem& problem) {
-  return std::max(work_and_path_bound(problem), memory_area_bound(problem));
+  return std::max(work_and_path_bound(problem), memory_bound(problem));
 }
 
 Metrics compute_metrics(const Problem& problem, const Schedule& schedule) {

@@ -35,7 +35,7 @@ void raise_lower_bound(Metrics& metrics, double bound);
 
 // A makespan no schedule within the budget can beat (docs/semantics.md, Metrics: lower_bound):
 // the longest of (earliest start of a rank's first op + its work), one microbatch's critical path
-// through all stages and back, and memory_area_bound (compiler/memory_bound.h).
+// through all stages and back, and memory_bound (compiler/memory_bound.h).
 double makespan_lower_bound(const Problem& problem);
 
 }  // namespace optpipe

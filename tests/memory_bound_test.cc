@@ -40,7 +40,7 @@ Problem with_link(Problem p, ChannelMode mode) {
 
 TEST(MemoryBound, HandComputedWithoutOffload) {
   const Problem p = tiny_problem();
-  EXPECT_NEAR(memory_area_bound(p), 320.0 / 3, 1e-9);
+  EXPECT_NEAR(memory_bound(p), 320.0 / 3, 1e-9);
   EXPECT_NEAR(makespan_lower_bound(p), 320.0 / 3, 1e-9);
 }
 
@@ -60,11 +60,26 @@ TEST(MemoryBound, HandComputedWithASharedLink) {
 
 TEST(MemoryBound, HandComputedWithRecompute) {
   // Checkpoint 100 bytes, T_R = 1: recompute saves 900 x (20 - 3) = 15300 per activation, more than
-  // an offload, and needs no channel: C >= 16 x (20000 - 15300) / 3000, below the work bound.
+  // an offload, and needs no channel: area C >= 16 x (20000 - 15300) / 3000 = 25.07. Whole
+  // activations bind more on rank 1: 3 at once, each whole for at least T_F + T_B = 2 (its
+  // stage's round trip, shorter than recomputing), within [9, C - 10] (the F after the first
+  // op's hand-off; B(0) and W(0) after its B): C >= 19 + 16 x 2 / 3. Both below the work bound.
   const Problem p = tiny_problem(100);
-  EXPECT_NEAR(memory_area_bound(p), 75200.0 / 3000, 1e-9);
-  EXPECT_NEAR(memory_area_bound(with_link(p, ChannelMode::kDuplex)), 75200.0 / 3000, 1e-9);
+  EXPECT_NEAR(memory_bound(p), 19 + 32.0 / 3, 1e-9);
+  EXPECT_NEAR(memory_bound(with_link(p, ChannelMode::kDuplex)), 19 + 32.0 / 3, 1e-9);
   EXPECT_NEAR(makespan_lower_bound(p), 57, 1e-9);
+}
+
+TEST(MemoryBound, HandComputedActivationsComeWhole) {
+  // Room for 2.5 activations holds 2 whole: rank 0's 16 activations are each whole for at least
+  // L = 20, so C >= 16 x 20 / 2 = 160, where the area gives only 16 x 20000 / 2500 = 128.
+  Problem p = tiny_problem();
+  for (int r = 0; r < p.ranks; ++r) p.budget_bytes[r] = p.static_bytes[r] + 2500;
+  EXPECT_NEAR(memory_bound(p), 160, 1e-9);
+  // An offloaded activation is whole for at least 1 + 4 + 4 + 1 = 10, so even with all 16
+  // offloaded C >= 16 x 10 / 2 = 80, where the channels carry all 16000 bytes (250 x (80 - 3))
+  // and the area needs fewer (320000 - 2500 x 80 <= 10 x 12000).
+  EXPECT_NEAR(memory_bound(with_link(p, ChannelMode::kDuplex)), 80, 1e-9);
 }
 
 TEST(MemoryBound, HandComputedWithRecomputeAndOffload) {
@@ -141,7 +156,7 @@ TEST(MemoryBound, NoScheduleWithinTheBudgetBeatsIt) {
         const double bound_at_peak = makespan_lower_bound(at_peak);
         EXPECT_GE(metrics.makespan, bound_at_peak * (1 - 1e-9)) << "at its own peak";
         recomputing += recomputes;
-        memory_binds += memory_area_bound(at_peak) > makespan_lower_bound(roomy);
+        memory_binds += memory_bound(at_peak) > makespan_lower_bound(roomy);
       }
     }
   }
