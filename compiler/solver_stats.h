@@ -7,8 +7,8 @@
 namespace optpipe {
 
 struct SolverStats {
-  std::string status;    // optimal, improved, seed_kept, skipped
-  std::string note;      // why, when skipped
+  std::string status;    // optimal, improved, seed_kept
+  std::string note;      // what limited the search, if anything
   double objective = 0;  // makespan of the returned schedule
   double bound = 0;      // proven lower bound on the makespan
   double gap = 0;

@@ -16,6 +16,7 @@
 #include "compiler/errors.h"
 #include "compiler/simulator.h"
 #include "heuristics/list_scheduler.h"
+#include "heuristics/memory_policies.h"
 #include "heuristics/offload_generators.h"
 #include "heuristics/offload_orders.h"
 
@@ -48,29 +49,6 @@ ListPolicy zero_bubble_policy(const Problem& problem, int extra_halves) {
     const int d = problem.num_stages() - problem.stages_of_rank(r).front();
     policy.max_in_flight[r] = d + extra_halves * (d - 1) / 2;
   }
-  return policy;
-}
-
-// The Zero Bubble list scheduler under `factor` times each rank's activation budget (byte
-// accurate, deadlock-free on any placement): as many forwards as that memory holds.
-ListPolicy memory_limited_policy(const Problem& problem, double factor, bool later_chunk_first) {
-  ListPolicy policy;
-  policy.memory_limit_bytes.resize(problem.ranks);
-  for (int r = 0; r < problem.ranks; ++r) {
-    policy.memory_limit_bytes[r] =
-        static_cast<int64_t>(factor * static_cast<double>(problem.activation_budget(r)));
-  }
-  policy.later_chunk_first = later_chunk_first;
-  return policy;
-}
-
-// The list scheduler deciding offloads as it goes (heuristics/list_offload.h) under the exact
-// budget: where the link cannot carry every in-flight activation, it offloads what the link can
-// and admits forwards only as fast as the memory that frees allows.
-ListPolicy offloading_list_policy(const Problem& problem, const ListOffloadPolicy& offload,
-                                  bool later_chunk_first) {
-  ListPolicy policy = memory_limited_policy(problem, 1.0, later_chunk_first);
-  policy.offload = offload;
   return policy;
 }
 

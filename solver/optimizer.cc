@@ -7,6 +7,7 @@
 
 #include "compiler/simulator.h"
 #include "compiler/validator.h"
+#include "heuristics/memory_policies.h"
 #include "solver/cbc_backend.h"
 #include "solver/order_model.h"
 #include "solver/segment.h"
@@ -16,6 +17,8 @@ namespace optpipe {
 namespace {
 
 constexpr double kImprovement = 1e-9;
+// Of the time limit, what the list policies may take before CBC gets the rest.
+constexpr double kPolicyShare = 0.5;
 
 // Offload and recompute actions, which only the whole-order model decides.
 bool moves_activations(const Schedule& schedule) {
@@ -40,19 +43,21 @@ class Search {
     best_ = seed;
     best_makespan_ = compute_metrics(problem_, seed).makespan;
     stats_.bound = makespan_lower_bound(problem_);
-    const bool moves = moves_activations(seed);
-    order_ = split_backward(order_of(seed));
-    current_ = moves ? split_backward(problem_, seed) : simulate(problem_, order_, seed.method);
+    if (proven_optimal()) return finish();  // the seed meets the lower bound
+    explore_offloading_policies(kPolicyShare * options_.time_limit_seconds);
+    if (proven_optimal()) return finish();
+    const bool moves = moves_activations(best_);
+    order_ = split_backward(order_of(best_));
+    current_ = moves ? split_backward(problem_, best_) : simulate(problem_, order_, best_.method);
     size_t ops = 0;
     for (const auto& refs : compute_order(order_).ranks) ops += refs.size();
-    if (proven_optimal()) return finish();  // the seed meets the lower bound
     if (ops <= static_cast<size_t>(options_.max_ops_for_whole_model)) {
       solve_whole();
     } else if (moves) {
-      stats_.status = "skipped";
       stats_.note = fmt::format(
-          "windows keep offload and recompute as the seed has them, so only orders of up to {} "
-          "compute ops are re-optimised with them; this one has {}",
+          "windows keep offload and recompute as the schedule has them, so CBC re-optimises "
+          "them only in orders of up to {} compute ops; this one has {}, so only the list "
+          "policies ran",
           options_.max_ops_for_whole_model, ops);
     } else {
       slide_windows();
@@ -100,6 +105,19 @@ class Search {
     current_ = std::move(candidate);
     if (on_improvement_) on_improvement_(best_, metrics, stats_.bound);
     return true;
+  }
+
+  // AdaOffload's list scheduler under the neighbourhood of its policies
+  // (heuristics/memory_policies.h) for up to `seconds`: where the order has to offload, it finds
+  // better placements in that time than CBC, which then starts from the best.
+  void explore_offloading_policies(double seconds) {
+    const double deadline = elapsed() + seconds;
+    for (ListPolicy& policy : offloading_policy_neighbourhood(problem_)) {
+      if (elapsed() >= deadline || proven_optimal()) return;
+      policy.abandon_above_makespan = best_makespan_;
+      std::optional<OffloadedSchedule> candidate = list_candidate(problem_, policy, "milp");
+      if (candidate && candidate->fits()) offer(std::move(candidate->schedule), candidate->order);
+    }
   }
 
   CbcOptions cbc_options(double limit) const {

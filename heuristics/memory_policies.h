@@ -1,0 +1,40 @@
+// List-scheduling policies that keep each rank within its memory budget
+// (heuristics/list_scheduler.h): the ones AdaOffload tries (heuristics/adaoffload.cc) and, for a
+// search with time to spare, the neighbourhood of its offloading ones (the optimiser,
+// solver/optimizer.h).
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "compiler/problem.h"
+#include "heuristics/list_scheduler.h"
+#include "heuristics/offload_placement.h"
+
+namespace optpipe {
+
+// The Zero Bubble list scheduler under `factor` times each rank's activation budget (byte
+// accurate, deadlock-free on any placement): as many forwards as that memory holds.
+ListPolicy memory_limited_policy(const Problem& problem, double factor, bool later_chunk_first);
+
+// The list scheduler deciding offloads as it goes (heuristics/list_offload.h) under `factor`
+// times the budget: where the link cannot carry every in-flight activation, it offloads what the
+// link can and admits forwards only as fast as the memory that frees allows.
+ListPolicy offloading_list_policy(const Problem& problem, const ListOffloadPolicy& offload,
+                                  bool later_chunk_first, double factor = 1);
+
+// Offloading list policies over every knob AdaOffload leaves at one value within its
+// sub-second budget: W timing, B or F first, a limit 10% under the budget, how long an offload
+// may wait for its channel, besides the ones it varies (how long-lived an activation must be to
+// go, how early it comes back, which chunk's F first). About 1,800 at two chunks per rank,
+// the knob values that won most often on the benchmark suite first.
+std::vector<ListPolicy> offloading_policy_neighbourhood(const Problem& problem);
+
+// The order `policy` lists, timed by the simulator under `method`; where it exceeds the budget
+// and stages can recompute, with recompute fitted (heuristics/offload_placement.h). nullopt when
+// the run was abandoned (ListPolicy::abandon_above_makespan) or a rank starved.
+std::optional<OffloadedSchedule> list_candidate(const Problem& problem, const ListPolicy& policy,
+                                                const std::string& method);
+
+}  // namespace optpipe
