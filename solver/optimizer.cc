@@ -11,14 +11,21 @@
 #include "solver/cbc_backend.h"
 #include "solver/order_model.h"
 #include "solver/segment.h"
+#include "solver/swap_search.h"
 
 namespace optpipe {
 
 namespace {
 
 constexpr double kImprovement = 1e-9;
-// Of the time limit, what the list policies may take before CBC gets the rest.
+// Of the time limit, what the list policies may take; of what is left, what the swap search may
+// take when CBC runs after it (else all of it).
 constexpr double kPolicyShare = 0.5;
+constexpr double kSwapShare = 0.5;
+constexpr uint64_t kSwapSeed = 20261123;
+// The swap search gives up after this many swaps per action in the order without a shorter
+// makespan: small orders are then left to CBC at once.
+constexpr size_t kSwapPatiencePerAction = 50;
 
 // Offload and recompute actions, which only the whole-order model decides.
 bool moves_activations(const Schedule& schedule) {
@@ -44,14 +51,23 @@ class Search {
     best_makespan_ = compute_metrics(problem_, seed).makespan;
     stats_.bound = makespan_lower_bound(problem_);
     if (proven_optimal()) return finish();  // the seed meets the lower bound
-    explore_offloading_policies(kPolicyShare * options_.time_limit_seconds);
-    if (proven_optimal()) return finish();
+    if (options_.local_search) {
+      explore_offloading_policies(kPolicyShare * options_.time_limit_seconds);
+      if (proven_optimal()) return finish();
+    }
     const bool moves = moves_activations(best_);
-    order_ = split_backward(order_of(best_));
-    current_ = moves ? split_backward(problem_, best_) : simulate(problem_, order_, best_.method);
+    if (!improved_) {  // else order_ and current_ are the best policy's
+      order_ = split_backward(order_of(best_));
+      current_ = moves ? split_backward(problem_, best_) : simulate(problem_, order_, best_.method);
+    }
     size_t ops = 0;
     for (const auto& refs : compute_order(order_).ranks) ops += refs.size();
-    if (ops <= static_cast<size_t>(options_.max_ops_for_whole_model)) {
+    const bool whole = ops <= static_cast<size_t>(options_.max_ops_for_whole_model);
+    if (options_.local_search) {
+      climb_swaps(whole || !moves ? kSwapShare * remaining() : remaining());
+      if (proven_optimal()) return finish();
+    }
+    if (whole) {
       solve_whole();
     } else if (moves) {
       stats_.note = fmt::format(
@@ -117,6 +133,26 @@ class Search {
       policy.abandon_above_makespan = best_makespan_;
       std::optional<OffloadedSchedule> candidate = list_candidate(problem_, policy, "milp");
       if (candidate && candidate->fits()) offer(std::move(candidate->schedule), candidate->order);
+    }
+  }
+
+  // Hill climbing by adjacent swaps (solver/swap_search.h) from the best order for up to
+  // `seconds`, or until it stops finding shorter makespans; each improvement is offered, so it
+  // becomes the start of what follows.
+  void climb_swaps(double seconds) {
+    const double deadline = elapsed() + seconds;
+    std::optional<SwapSearch> search = SwapSearch::from(problem_, order_, kSwapSeed);
+    if (!search) return;  // the order re-timed does not reproduce a valid schedule
+    size_t actions = 0;
+    for (const auto& refs : order_.ranks) actions += refs.size();
+    const size_t patience = kSwapPatiencePerAction * actions;
+    for (size_t unsuccessful = 0; unsuccessful < patience; ++unsuccessful) {
+      if (elapsed() >= deadline || proven_optimal()) return;
+      if (!search->step()) continue;
+      unsuccessful = 0;
+      if (search->makespan() < best_makespan_ - kImprovement) {
+        offer(search->schedule(), search->order());
+      }
     }
   }
 

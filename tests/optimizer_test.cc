@@ -122,8 +122,9 @@ TEST(Optimizer, WindowSearchNeverWorseThanSeedAndRespectsTheTimeLimit) {
   p.stages[3].forward = 1.6;  // a heavy last stage
   const Schedule seed = simulate(p, one_f_one_b_order(p), "1f1b");
   const auto started = std::chrono::steady_clock::now();
-  const OptimizeResult result =
-      optimize(p, seed, {.time_limit_seconds = 2, .max_ops_for_whole_model = 0}, nullptr);
+  const OptimizeResult result = optimize(
+      p, seed, {.time_limit_seconds = 2, .max_ops_for_whole_model = 0, .local_search = false},
+      nullptr);
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   EXPECT_LT(seconds, 3.0);
@@ -131,6 +132,21 @@ TEST(Optimizer, WindowSearchNeverWorseThanSeedAndRespectsTheTimeLimit) {
   EXPECT_FALSE(validate(p, result.schedule));
   EXPECT_LT(result.stats.objective, compute_metrics(p, seed).makespan);  // 1F1B leaves room
   EXPECT_GE(result.stats.objective, result.stats.bound - 1e-9);
+}
+
+// The same problem: adjacent swaps from 1F1B reach the lower bound, which proves them optimal,
+// well within the time limit.
+TEST(Optimizer, SwapSearchReachesTheBoundFromOneFOneB) {
+  Problem p = uniform_problem(4, 1, 16, {1, 1.3, 0.7, 1000, 300});
+  p.stages[3].forward = 1.6;
+  const Schedule seed = simulate(p, one_f_one_b_order(p), "1f1b");
+  const OptimizeResult result =
+      optimize(p, seed, {.time_limit_seconds = 30, .max_ops_for_whole_model = 0}, nullptr);
+  EXPECT_FALSE(validate(p, result.schedule));
+  EXPECT_EQ(result.stats.status, "optimal");
+  EXPECT_NEAR(result.stats.objective, result.stats.bound, 1e-9);
+  EXPECT_LT(result.stats.seconds, 10);
+  EXPECT_EQ(result.stats.windows, 0);  // CBC was not needed
 }
 
 TEST(Optimizer, TimeLimitHoldsWhenWindowsGrow) {
