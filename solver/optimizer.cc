@@ -26,6 +26,8 @@ constexpr uint64_t kSwapSeed = 20261123;
 // The swap search gives up after this many swaps per action in the order without a shorter
 // makespan: small orders are then left to CBC at once.
 constexpr size_t kSwapPatiencePerAction = 50;
+// Random swaps that kick a stalled swap search out of its local optimum.
+constexpr int kKickSwaps = 20;
 
 // Offload and recompute actions, which only the whole-order model decides.
 bool moves_activations(const Schedule& schedule) {
@@ -64,7 +66,8 @@ class Search {
     for (const auto& refs : compute_order(order_).ranks) ops += refs.size();
     const bool whole = ops <= static_cast<size_t>(options_.max_ops_for_whole_model);
     if (options_.local_search) {
-      climb_swaps(whole || !moves ? kSwapShare * remaining() : remaining());
+      const bool cbc_follows = whole || !moves;
+      climb_swaps(cbc_follows ? kSwapShare * remaining() : remaining(), !cbc_follows);
       if (proven_optimal()) return finish();
     }
     if (whole) {
@@ -73,7 +76,7 @@ class Search {
       stats_.note = fmt::format(
           "windows keep offload and recompute as the schedule has them, so CBC re-optimises "
           "them only in orders of up to {} compute ops; this one has {}, so only the list "
-          "policies ran",
+          "policies and the swap search ran",
           options_.max_ops_for_whole_model, ops);
     } else {
       slide_windows();
@@ -137,22 +140,27 @@ class Search {
   }
 
   // Hill climbing by adjacent swaps (solver/swap_search.h) from the best order for up to
-  // `seconds`, or until it stops finding shorter makespans; each improvement is offered, so it
-  // becomes the start of what follows.
-  void climb_swaps(double seconds) {
+  // `seconds`. When it stops finding shorter makespans it returns, or with `restarts` climbs again
+  // from the best order after a random kick (iterated local search). Each improvement is
+  // offered, so it becomes the start of what follows.
+  void climb_swaps(double seconds, bool restarts) {
     const double deadline = elapsed() + seconds;
-    std::optional<SwapSearch> search = SwapSearch::from(problem_, order_, kSwapSeed);
-    if (!search) return;  // the order re-timed does not reproduce a valid schedule
     size_t actions = 0;
     for (const auto& refs : order_.ranks) actions += refs.size();
     const size_t patience = kSwapPatiencePerAction * actions;
-    for (size_t unsuccessful = 0; unsuccessful < patience; ++unsuccessful) {
-      if (elapsed() >= deadline || proven_optimal()) return;
-      if (!search->step()) continue;
-      unsuccessful = 0;
-      if (search->makespan() < best_makespan_ - kImprovement) {
-        offer(search->schedule(), search->order());
+    for (uint64_t round = 0;; ++round) {
+      std::optional<SwapSearch> search = SwapSearch::from(problem_, order_, kSwapSeed + round);
+      if (!search) return;  // the order re-timed does not reproduce a valid schedule
+      if (round > 0) search->perturb(kKickSwaps);
+      for (size_t unsuccessful = 0; unsuccessful < patience; ++unsuccessful) {
+        if (elapsed() >= deadline || proven_optimal()) return;
+        if (!search->step()) continue;
+        unsuccessful = 0;
+        if (search->makespan() < best_makespan_ - kImprovement) {
+          offer(search->schedule(), search->order());
+        }
       }
+      if (!restarts) return;
     }
   }
 

@@ -1,5 +1,6 @@
 #include "solver/swap_search.h"
 
+#include <limits>
 #include <utility>
 
 #include "compiler/errors.h"
@@ -39,22 +40,31 @@ SwapSearch::SwapSearch(const Problem& problem, Order order, Schedule schedule, u
       makespan_(makespan_of(schedule_)),
       rng_(seed) {}
 
-bool SwapSearch::step() {
+bool SwapSearch::try_swap(double limit) {
   const int rank = std::uniform_int_distribution<int>(0, problem_->ranks - 1)(rng_);
   std::vector<OpRef>& refs = order_.ranks[rank];
   if (refs.size() < 2) return false;
   const size_t i = std::uniform_int_distribution<size_t>(0, refs.size() - 2)(rng_);
   std::swap(refs[i], refs[i + 1]);
   std::optional<Schedule> timing = valid_timing(*problem_, order_);
-  const double makespan = timing ? makespan_of(*timing) : 0;
-  if (!timing || makespan > makespan_ + kTolerance) {
+  if (!timing || makespan_of(*timing) > limit + kTolerance) {
     std::swap(refs[i], refs[i + 1]);
     return false;
   }
-  const bool shorter = makespan < makespan_ - kTolerance;
   schedule_ = std::move(*timing);
-  makespan_ = makespan;
-  return shorter;
+  makespan_ = makespan_of(schedule_);
+  return true;
+}
+
+bool SwapSearch::step() {
+  const double before = makespan_;
+  return try_swap(before) && makespan_ < before - kTolerance;
+}
+
+void SwapSearch::perturb(int swaps) {
+  for (int kept = 0, tries = 0; kept < swaps && tries < 20 * swaps; ++tries) {
+    kept += try_swap(std::numeric_limits<double>::infinity());
+  }
 }
 
 }  // namespace optpipe

@@ -22,6 +22,9 @@ class SwapSearch {
 
   // Tries one swap; true when it shortened the makespan.
   bool step();
+  // Makes `swaps` random swaps that keep the order valid, however slow: a kick out of a local
+  // optimum (iterated local search), from which step() climbs again.
+  void perturb(int swaps);
 
   const Order& order() const { return order_; }
   const Schedule& schedule() const { return schedule_; }
@@ -29,6 +32,9 @@ class SwapSearch {
 
  private:
   SwapSearch(const Problem& problem, Order order, Schedule schedule, uint64_t seed);
+  // Swaps a random adjacent pair of a random rank; keeps it when the order then times to a valid
+  // schedule no slower than `limit`, else swaps back. True when kept.
+  bool try_swap(double limit);
 
   const Problem* problem_;
   Order order_;

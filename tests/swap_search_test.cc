@@ -1,5 +1,5 @@
 // The swap search: it starts only from an order that times to a valid schedule, keeps every state
-// valid and never slower, and shortens a slow order.
+// valid and never slower, and shortens a slow order; a kick keeps the order valid.
 #include "solver/swap_search.h"
 
 #include <gtest/gtest.h>
@@ -43,6 +43,19 @@ TEST(SwapSearch, ShortensOneMicrobatchAtATimeAndStaysValid) {
   EXPECT_FALSE(validate(p, retimed));
   EXPECT_DOUBLE_EQ(compute_metrics(p, retimed).makespan, search->makespan());
   EXPECT_FALSE(validate(p, search->schedule()));
+}
+
+TEST(SwapSearch, AKickKeepsTheOrderValidThoughSlower) {
+  const Problem p = problem_with_room_for(4);
+  std::optional<SwapSearch> search = SwapSearch::from(p, microbatch_serial_order(p, true), 7);
+  ASSERT_TRUE(search);
+  for (int i = 0; i < 3000; ++i) search->step();
+  const Order climbed = search->order();
+  search->perturb(20);
+  EXPECT_NE(search->order().ranks, climbed.ranks);
+  const Schedule retimed = simulate(p, search->order(), "milp");
+  EXPECT_FALSE(validate(p, retimed));
+  EXPECT_DOUBLE_EQ(compute_metrics(p, retimed).makespan, search->makespan());
 }
 
 TEST(SwapSearch, RefusesAStartOverTheBudget) {
