@@ -28,6 +28,8 @@ constexpr uint64_t kSwapSeed = 20261123;
 constexpr size_t kSwapPatiencePerAction = 50;
 // Random swaps that kick a stalled swap search out of its local optimum.
 constexpr int kKickSwaps = 20;
+// Seconds a window may be expected to run past the time limit.
+constexpr double kWindowOverrun = 0.5;
 
 // Offload and recompute actions, which only the whole-order model decides.
 bool moves_activations(const Schedule& schedule) {
@@ -196,11 +198,11 @@ class Search {
   // stays small enough for CBC to finish its root within the limit.
   void slide_windows() {
     int width = std::max(1, options_.window_microbatches);
-    while (remaining() > 0.05 && !proven_optimal()) {
+    while (window_fits() && !proven_optimal()) {
       bool improved = false;
       bool too_large = false;
       const int stride = std::max(1, width / 2);
-      for (int first = 0; first < problem_.microbatches && remaining() > 0.05; first += stride) {
+      for (int first = 0; first < problem_.microbatches && window_fits(); first += stride) {
         const Segment window = microbatch_band(problem_, order_, first, width);
         if (window.size() > static_cast<size_t>(options_.max_ops_per_window)) {
           too_large = true;
@@ -216,7 +218,15 @@ class Search {
     }
   }
 
+  // Whether another window can run: CBC does not stop within its root, so a window may take
+  // longer than its limit; one that took as long as the longest so far must not overrun the
+  // time limit by more than kWindowOverrun.
+  bool window_fits() const {
+    return remaining() > 0.05 && longest_window_ <= remaining() + kWindowOverrun;
+  }
+
   bool improve_window(const Segment& window, int width) {
+    const double started = elapsed();
     const OrderModel model(problem_, order_, current_, window,
                            SegmentObjective::kMakespanThenRanks);
     const double limit = std::min(remaining(), options_.window_time_limit_seconds * width /
@@ -225,6 +235,7 @@ class Search {
         solve_with_cbc(model.model(), model.start_solution(), cbc_options(limit), nullptr);
     ++stats_.windows;
     stats_.nodes += result.nodes;
+    longest_window_ = std::max(longest_window_, elapsed() - started);
     if (result.solution.empty() || !offer(model.decode(result.solution))) return false;
     ++stats_.windows_improved;
     return true;
@@ -252,6 +263,7 @@ class Search {
   Order order_;
   Schedule current_;
   SolverStats stats_;
+  double longest_window_ = 0;  // wall seconds, model building included
 };
 
 }  // namespace
