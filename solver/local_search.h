@@ -1,0 +1,53 @@
+// Hill climbing over per-rank orders (docs/solver.md, The search). A move changes one rank's list:
+// it swaps two adjacent actions (compute ops or transfers, whose place in the list is when they
+// are issued), or it changes how one activation is handled: a kept one is offloaded (OFFLOAD
+// right after its F, RELOAD a few actions before its backward) or recomputed (R right before its
+// backward), an offloaded or recomputed one is kept. The order is then timed by the simulator
+// and kept when it validates and is no slower. Equal makespans are kept too, so the search walks
+// across the plateaus where most moves leave the critical path as it was: an offload that frees
+// memory pays only once a later swap lets an F use it.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <random>
+#include <vector>
+
+#include "compiler/problem.h"
+#include "compiler/schedule.h"
+
+namespace optpipe {
+
+class LocalSearch {
+ public:
+  // `start` must time, with the simulator, to a schedule within the budget; nullopt otherwise.
+  static std::optional<LocalSearch> from(const Problem& problem, Order start, uint64_t seed);
+
+  // Tries one move; true when it shortened the makespan.
+  bool step();
+  // Makes `moves` random moves that keep the order valid, however slow: a kick out of a local
+  // optimum (iterated local search), from which step() climbs again.
+  void perturb(int moves);
+
+  const Order& order() const { return order_; }
+  const Schedule& schedule() const { return schedule_; }
+  double makespan() const { return makespan_; }
+
+ private:
+  LocalSearch(const Problem& problem, Order order, Schedule schedule, uint64_t seed);
+  // Applies a random move to a random rank's list; keeps it when the order then times to a valid
+  // schedule no slower than `limit`, else restores the list. True when kept.
+  bool try_move(double limit);
+  // The move itself, on one rank's list; false when none applies.
+  bool swap_adjacent(std::vector<OpRef>& refs);
+  bool toggle_activation(std::vector<OpRef>& refs);
+
+  const Problem* problem_;
+  bool toggles_;  // some activation can be offloaded or recomputed
+  Order order_;
+  Schedule schedule_;
+  double makespan_;
+  std::mt19937_64 rng_;
+};
+
+}  // namespace optpipe
