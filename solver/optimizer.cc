@@ -28,8 +28,6 @@ constexpr uint64_t kSearchSeed = 20261123;
 constexpr size_t kPatiencePerAction = 50;
 // Random moves that kick a stalled local search out of its local optimum.
 constexpr int kKickMoves = 20;
-// Seconds a window may be expected to run past the time limit.
-constexpr double kWindowOverrun = 0.5;
 
 // Offload and recompute actions, which only the whole-order model decides.
 bool moves_activations(const Schedule& schedule) {
@@ -219,11 +217,8 @@ class Search {
   }
 
   // Whether another window can run: CBC does not stop within its root, so a window may take
-  // longer than its limit; one that took as long as the longest so far must not overrun the
-  // time limit by more than kWindowOverrun.
-  bool window_fits() const {
-    return remaining() > 0.05 && longest_window_ <= remaining() + kWindowOverrun;
-  }
+  // longer than its limit; one as long as the longest so far must end within the time limit.
+  bool window_fits() const { return remaining() > 0.05 && longest_window_ <= remaining(); }
 
   bool improve_window(const Segment& window, int width) {
     const double started = elapsed();
