@@ -29,7 +29,8 @@ constexpr size_t kPatiencePerAction = 50;
 // Random moves that kick a stalled local search out of its local optimum.
 constexpr int kKickMoves = 20;
 
-// Offload and recompute actions, which only the whole-order model decides.
+// Offload and recompute actions: CBC windows keep them, so only the whole-order model, the list
+// policies and the local search change them.
 bool moves_activations(const Schedule& schedule) {
   for (const auto& actions : schedule.ranks) {
     for (const Action& a : actions) {
