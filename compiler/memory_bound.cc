@@ -37,7 +37,7 @@ double held_when_recomputed(const StageCosts& c) {
 // Area an offload saves.
 double offload_saving(const Problem& problem, int stage, double round_trip) {
   const StageCosts& c = problem.stages[stage];
-  if (!problem.offload || c.offloadable_bytes == 0) return 0;
+  if (!problem.offload_frees_memory(stage)) return 0;
   return std::max(0.0, static_cast<double>(c.offloadable_bytes) *
                            (round_trip - held_when_offloaded(problem, stage)));
 }
@@ -149,7 +149,7 @@ RankNeed rank_need(const Problem& problem, const MicrobatchPaths& paths, int ran
       least_activation = std::min(least_activation, c.activation_bytes);
       // Whole from F's start to B's end when kept; in the two spans above otherwise.
       double held = round_trip;
-      if (c.can_recompute() && c.recomputed_bytes() > 0) {
+      if (problem.recompute_frees_memory(s)) {
         held = std::min(held, held_when_recomputed(c));
       }
       slots.need += microbatches * held;
@@ -157,7 +157,7 @@ RankNeed rank_need(const Problem& problem, const MicrobatchPaths& paths, int ran
       // After B(s) ends come the backwards down to stage 0 and W(0); a fused BW on stage 0
       // holds its activation until the end.
       slots.tail = std::min(slots.tail, s == 0 ? 0.0 : paths.backward_tail[s] - c.backward_input);
-      if (problem.offload && c.offloadable_bytes > 0) {
+      if (problem.offload_frees_memory(s)) {
         offloads |= slots.add_offload(held - held_when_offloaded(problem, s), bytes, microbatches);
       }
     }

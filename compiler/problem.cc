@@ -1,5 +1,6 @@
 #include "compiler/problem.h"
 
+#include <algorithm>
 #include <limits>
 
 namespace optpipe {
@@ -20,6 +21,11 @@ double Problem::offload_time(int stage) const {
 double Problem::reload_time(int stage) const {
   if (!offload) return std::numeric_limits<double>::infinity();
   return static_cast<double>(stages[stage].offloadable_bytes) / offload->h2d_bytes_per_time;
+}
+
+bool Problem::any_stage_can_recompute() const {
+  return std::any_of(stages.begin(), stages.end(),
+                     [](const StageCosts& s) { return s.can_recompute(); });
 }
 
 std::vector<int> place_stages(PlacementKind kind, int ranks, int chunks_per_rank) {

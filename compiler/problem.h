@@ -70,6 +70,16 @@ struct Problem {
   double reload_time(int stage) const;
   // Activation budget: what the rank may hold beyond its static bytes.
   int64_t activation_budget(int rank) const { return budget_bytes[rank] - static_bytes[rank]; }
+  // Whether offloading an activation of `stage` frees memory: a host link and bytes to move.
+  bool offload_frees_memory(int stage) const {
+    return offload && stages[stage].offloadable_bytes > 0;
+  }
+  // Whether recomputing an activation of `stage` frees memory: it keeps less than A.
+  bool recompute_frees_memory(int stage) const {
+    return stages[stage].can_recompute() && stages[stage].recomputed_bytes() > 0;
+  }
+  // Whether some stage may recompute (declares its checkpoint bytes).
+  bool any_stage_can_recompute() const;
 };
 
 std::vector<int> place_stages(PlacementKind kind, int ranks, int chunks_per_rank);

@@ -60,9 +60,7 @@ enum class Verdict { kFits, kOverBudget, kTooSlow };
 class Search {
  public:
   explicit Search(const Problem& problem)
-      : problem_(problem),
-        recompute_(std::any_of(problem.stages.begin(), problem.stages.end(),
-                               [](const StageCosts& s) { return s.can_recompute(); })) {}
+      : problem_(problem), recompute_(problem.any_stage_can_recompute()) {}
 
   // Fits `order` by offloading and keeps it if best (a deadlocking order counts as over budget:
   // this warm-up starves a rank, others remain).

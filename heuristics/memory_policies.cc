@@ -59,9 +59,7 @@ std::optional<OffloadedSchedule> list_candidate(const Problem& problem, const Li
     ListOutcome outcome = list_schedule_with_outcome(problem, policy);
     if (outcome.abandoned) return std::nullopt;
     OffloadedSchedule candidate = time_with_simulator(problem, std::move(outcome.order), method);
-    const bool recomputes = std::any_of(problem.stages.begin(), problem.stages.end(),
-                                        [](const StageCosts& s) { return s.can_recompute(); });
-    if (!candidate.fits() && recomputes) {
+    if (!candidate.fits() && problem.any_stage_can_recompute()) {
       candidate = fit_recompute(problem, std::move(candidate), method);
     }
     return candidate;

@@ -224,8 +224,7 @@ int grow_recomputed(const Problem& problem, const Order& order, const Schedule& 
     std::vector<AwayCandidate> candidates;
     for (const OpRef& ref : order.ranks[r]) {
       const StageCosts& stage = problem.stages[ref.stage];
-      if (ref.op != Op::kForward || !stage.can_recompute() || stage.recomputed_bytes() <= 0 ||
-          recomputed[ref] ||
+      if (ref.op != Op::kForward || !problem.recompute_frees_memory(ref.stage) || recomputed[ref] ||
           std::count(offloaded.begin(), offloaded.end(),
                      OpRef{Op::kOffload, ref.stage, ref.microbatch}) > 0) {
         continue;
@@ -300,7 +299,7 @@ Order insert_transfers(const Problem& problem, const Order& compute_order, const
       const int s = ref.stage;
       const double f_end = times.end[ref];
       const double b_start = times.backward_start(s, ref.microbatch);
-      if (problem.stages[s].offloadable_bytes <= 0 ||
+      if (!problem.offload_frees_memory(s) ||
           b_start - f_end < problem.offload_time(s) + problem.reload_time(s) - kEpsilon) {
         offloaded.remove(s, ref.microbatch);
         continue;

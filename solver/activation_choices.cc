@@ -63,9 +63,9 @@ void OrderModel::add_activation_columns() {
     const StageCosts& costs = problem_.stages[f.stage];
     const double forward_end = ops_[i].earliest + costs.forward;
     const double round_trip = problem_.offload_time(f.stage) + problem_.reload_time(f.stage);
-    const bool may_offload = problem_.offload && costs.offloadable_bytes > 0 &&
-                             ops_[b].latest - forward_end >= round_trip;
-    const bool may_recompute = costs.can_recompute() && costs.recomputed_bytes() > 0;
+    const bool may_offload =
+        problem_.offload_frees_memory(f.stage) && ops_[b].latest - forward_end >= round_trip;
+    const bool may_recompute = problem_.recompute_frees_memory(f.stage);
     if (!may_offload && !may_recompute) continue;
 
     Activation act{static_cast<int>(i), b};

@@ -31,15 +31,6 @@ std::optional<Schedule> valid_timing(const Problem& problem, const Order& order)
   }
 }
 
-bool can_offload(const Problem& problem, int stage) {
-  return problem.offload && problem.stages[stage].offloadable_bytes > 0;
-}
-
-bool can_recompute(const Problem& problem, int stage) {
-  const StageCosts& c = problem.stages[stage];
-  return c.can_recompute() && c.recomputed_bytes() > 0;
-}
-
 // Position of the action of (stage, mb) of type `op` in `refs`, or refs.size().
 size_t position_of(const std::vector<OpRef>& refs, Op op, int stage, int mb) {
   return std::find(refs.begin(), refs.end(), OpRef{op, stage, mb}) - refs.begin();
@@ -61,7 +52,7 @@ LocalSearch::LocalSearch(const Problem& problem, Order order, Schedule schedule,
       makespan_(makespan_of(schedule_)),
       rng_(seed) {
   for (int s = 0; s < problem.num_stages(); ++s) {
-    toggles_ |= can_offload(problem, s) || can_recompute(problem, s);
+    toggles_ |= problem.offload_frees_memory(s) || problem.recompute_frees_memory(s);
   }
 }
 
@@ -106,8 +97,8 @@ bool LocalSearch::toggle_activation(std::vector<OpRef>& refs) {
   if (erase(Op::kRecompute)) return true;              // recomputed: keep it
   size_t backward = position_of(refs, Op::kBackwardInput, s, j);
   if (backward == refs.size()) backward = position_of(refs, Op::kBackward, s, j);
-  const bool offload = can_offload(*problem_, s);
-  const bool recompute = can_recompute(*problem_, s);
+  const bool offload = problem_->offload_frees_memory(s);
+  const bool recompute = problem_->recompute_frees_memory(s);
   if (backward == refs.size() || (!offload && !recompute)) return false;
   if (recompute && (!offload || std::bernoulli_distribution(0.5)(rng_))) {
     refs.insert(refs.begin() + backward, {Op::kRecompute, s, j});
