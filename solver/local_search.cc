@@ -61,9 +61,9 @@ bool LocalSearch::try_move(double limit) {
   std::vector<OpRef>& refs = order_.ranks[rank];
   std::vector<OpRef> before = refs;
   const bool toggle = toggles_ && std::bernoulli_distribution(kToggleShare)(rng_);
-  if (!(toggle ? toggle_activation(refs) : swap_adjacent(refs))) return false;
-  std::optional<Schedule> timing = valid_timing(*problem_, order_);
-  if (!timing || makespan_of(*timing) > limit + kTolerance) {
+  const bool moved = toggle ? toggle_activation(refs) : swap_adjacent(refs);
+  std::optional<Schedule> timing = moved ? valid_timing(*problem_, order_) : std::nullopt;
+  if (!timing || makespan_of(*timing) > limit + kTolerance) {  // a move that made no change too
     refs = std::move(before);
     return false;
   }

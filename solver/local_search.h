@@ -38,7 +38,7 @@ class LocalSearch {
   // Applies a random move to a random rank's list; keeps it when the order then times to a valid
   // schedule no slower than `limit`, else restores the list. True when kept.
   bool try_move(double limit);
-  // The move itself, on one rank's list; false when none applies.
+  // The move itself, on one rank's list; false when none applies (the list is then restored).
   bool swap_adjacent(std::vector<OpRef>& refs);
   bool toggle_activation(std::vector<OpRef>& refs);
 
