@@ -16,40 +16,40 @@ struct Change {
 
 using Activation = std::pair<int, int>;  // (stage, microbatch)
 
-// A recomputed activation's F keeps only its checkpoint bytes after it ends.
 void add_changes(const Problem& problem, const Action& action,
                  const std::set<Activation>& recomputed, std::vector<Change>& changes) {
-  const StageCosts& costs = problem.stages[action.ref.stage];
-  switch (action.ref.op) {
-    case Op::kForward:
-      changes.push_back({action.start, costs.activation_bytes, action.ref});
-      if (recomputed.count({action.ref.stage, action.ref.microbatch})) {
-        changes.push_back({action.end, -costs.recomputed_bytes(), action.ref});
-      }
-      break;
-    case Op::kRecompute:
-      changes.push_back({action.start, costs.recomputed_bytes(), action.ref});
-      break;
-    case Op::kBackwardInput:
-      changes.push_back(
-          {action.end, -(costs.activation_bytes - costs.weight_grad_bytes), action.ref});
-      break;
-    case Op::kBackwardWeight:
-      changes.push_back({action.end, -costs.weight_grad_bytes, action.ref});
-      break;
-    case Op::kBackward:
-      changes.push_back({action.end, -costs.activation_bytes, action.ref});
-      break;
-    case Op::kOffload:
-      changes.push_back({action.end, -action.bytes, action.ref});
-      break;
-    case Op::kReload:
-      changes.push_back({action.start, action.bytes, action.ref});
-      break;
+  const MemoryEffect effect =
+      memory_effect(problem, action.ref, action.bytes,
+                    recomputed.count({action.ref.stage, action.ref.microbatch}) > 0);
+  if (effect.allocated_at_start) {
+    changes.push_back({action.start, effect.allocated_at_start, action.ref});
   }
+  if (effect.released_at_end) changes.push_back({action.end, -effect.released_at_end, action.ref});
 }
 
 }  // namespace
+
+MemoryEffect memory_effect(const Problem& problem, const OpRef& ref, int64_t transfer_bytes,
+                           bool recomputed) {
+  const StageCosts& costs = problem.stages[ref.stage];
+  switch (ref.op) {
+    case Op::kForward:
+      return {costs.activation_bytes, recomputed ? costs.recomputed_bytes() : 0};
+    case Op::kRecompute:
+      return {costs.recomputed_bytes(), 0};
+    case Op::kBackwardInput:
+      return {0, costs.activation_bytes - costs.weight_grad_bytes};
+    case Op::kBackwardWeight:
+      return {0, costs.weight_grad_bytes};
+    case Op::kBackward:
+      return {0, costs.activation_bytes};
+    case Op::kOffload:
+      return {0, transfer_bytes};
+    case Op::kReload:
+      return {transfer_bytes, 0};
+  }
+  return {};
+}
 
 std::vector<MemoryStep> memory_timeline(const Problem& problem,
                                         const std::vector<Action>& actions) {

@@ -11,6 +11,17 @@
 
 namespace optpipe {
 
+// What one action does to its rank's live bytes: an allocation at its start, a release at its end.
+struct MemoryEffect {
+  int64_t allocated_at_start = 0;
+  int64_t released_at_end = 0;
+};
+
+// `transfer_bytes` is what an OFFLOAD or RELOAD moves; `recomputed` whether the action's
+// activation is recomputed (its F then keeps only the checkpoint bytes after it ends).
+MemoryEffect memory_effect(const Problem& problem, const OpRef& ref, int64_t transfer_bytes,
+                           bool recomputed);
+
 struct MemoryStep {
   double time;
   int64_t live_bytes;  // activation bytes live right after this step (static bytes excluded)

@@ -12,6 +12,8 @@
 
 #include "compiler/dependencies.h"
 #include "compiler/errors.h"
+#include "compiler/memory_fence.h"
+#include "compiler/memory_timeline.h"
 #include "compiler/op_table.h"
 
 namespace optpipe {
@@ -43,10 +45,12 @@ struct Candidate {
 // Event-driven list scheduling: repeatedly commit the ready action with the earliest possible
 // start (a heap of candidates, re-pushed lazily when their start moved later). Starts are
 // committed in non-decreasing order, so a channel never receives a transfer that should have gone
-// before one it already ran. An order without transfers needs no such order (run_compute_only).
+// before one it already ran, and a rank's memory is known at each start. An order without
+// transfers needs no such order (run_compute_only).
 class Simulation {
  public:
-  Simulation(const Problem& problem, const Order& order, const OpTable<double>* not_before)
+  Simulation(const Problem& problem, const Order& order, const OpTable<double>* not_before,
+             bool memory_fence)
       : problem_(problem),
         order_(order),
         not_before_(not_before),
@@ -74,6 +78,10 @@ class Simulation {
     }
     version_.assign(slots, 0);
     queued_start_.assign(slots, kNotDone);
+    // Without transfers nothing frees memory while a rank waits: the fence changes nothing.
+    if (memory_fence && transfers_ > 0) {
+      for (int r = 0; r < problem.ranks; ++r) fences_.emplace_back(problem.activation_budget(r));
+    }
   }
 
   Schedule run(const std::string& method) {
@@ -210,14 +218,52 @@ class Simulation {
     if (queue < 0) {
       const auto& refs = order_.ranks[rank];
       if (next_[rank] >= refs.size()) return kNotDone;
-      return std::max(ready_time(refs[next_[rank]]), compute_free_[rank]);  // NaN stays NaN
+      const OpRef& ref = refs[next_[rank]];
+      return fenced(rank, ref, std::max(ready_time(ref), compute_free_[rank]));  // NaN stays NaN
     }
     const auto& pending = queues_[rank][queue];
     if (pending.empty()) return kNotDone;
     const double ready = ready_time(pending.front().ref);
     if (std::isnan(ready)) return kNotDone;
-    return std::max(
-        {ready, pending.front().issue_time, channel_free_[queue_channel_[rank][queue]]});
+    return fenced(
+        rank, pending.front().ref,
+        std::max({ready, pending.front().issue_time, channel_free_[queue_channel_[rank][queue]]}));
+  }
+
+  MemoryEffect memory_effect_of(const OpRef& ref) const {
+    return memory_effect(problem_, ref, transfer_bytes(problem_, ref),
+                         listed_[{Op::kRecompute, ref.stage, ref.microbatch}] != 0);
+  }
+
+  // With the memory fence, an allocation that does not fit at `start` waits for the end of the
+  // first timed offload that frees enough, or, when that is not enough, until the offloads queued
+  // on the rank have been timed (NaN; a RELOAD does not count those behind it in its own queue).
+  // What nothing can fit starts at `start`, as without the fence (the validator rejects it).
+  double fenced(int rank, const OpRef& ref, double start) const {
+    if (fences_.empty() || std::isnan(start)) return start;
+    const int64_t bytes = memory_effect_of(ref).allocated_at_start;
+    if (bytes == 0) return start;
+    const MemoryFence& fence = fences_[rank];
+    if (const std::optional<double> fit = fence.earliest_fit(start, bytes)) return *fit;
+    const int own_queue =
+        is_transfer(ref.op) ? queue_of(rank, channel_of(problem_, rank, ref.op)) : -1;
+    if (fence.shortfall(start, bytes) <= queued_offload_bytes(rank, own_queue)) return kNotDone;
+    return start;
+  }
+
+  // Bytes of the offloads queued on the rank, outside `skipped_queue`, that can run: each queue
+  // up to its first entry whose dependency is untimed (an offload listed before its own F would
+  // wait for the F that waits for it).
+  int64_t queued_offload_bytes(int rank, int skipped_queue) const {
+    int64_t bytes = 0;
+    for (int q = 0; q < static_cast<int>(queues_[rank].size()); ++q) {
+      if (q == skipped_queue) continue;
+      for (const PendingTransfer& transfer : queues_[rank][q]) {
+        if (std::isnan(ready_time(transfer.ref))) break;
+        if (transfer.ref.op == Op::kOffload) bytes += transfer_bytes(problem_, transfer.ref);
+      }
+    }
+    return bytes;
   }
 
   void push(int rank, int queue, double start) {
@@ -269,6 +315,9 @@ class Simulation {
     const double end = start + duration(problem_, ref);
     end_[ref] = end;
     schedule_.ranks[rank].push_back({ref, start, end, transfer_bytes(problem_, ref)});
+    if (!fences_.empty()) {
+      fences_[rank].record(start, end, memory_effect_of(ref), ref.op == Op::kOffload);
+    }
     --remaining_;
     if (queue < 0) {
       compute_free_[rank] = end;
@@ -319,6 +368,7 @@ class Simulation {
   std::vector<unsigned> version_;
   std::vector<double> queued_start_;  // per slot: start of its current heap entry, NaN if none
   std::priority_queue<Candidate, std::vector<Candidate>, std::greater<>> heap_;
+  std::vector<MemoryFence> fences_;  // per rank, when allocations wait for memory
   Schedule schedule_;
   int remaining_ = 0;
   int transfers_ = 0;  // listed in the order
@@ -327,12 +377,17 @@ class Simulation {
 }  // namespace
 
 Schedule simulate(const Problem& problem, const Order& order, const std::string& method) {
-  return Simulation(problem, order, nullptr).run(method);
+  return Simulation(problem, order, nullptr, false).run(method);
 }
 
 Schedule simulate(const Problem& problem, const Order& order, const std::string& method,
                   const OpTable<double>& not_before) {
-  return Simulation(problem, order, &not_before).run(method);
+  return Simulation(problem, order, &not_before, false).run(method);
+}
+
+Schedule simulate_within_budget(const Problem& problem, const Order& order,
+                                const std::string& method) {
+  return Simulation(problem, order, nullptr, true).run(method);
 }
 
 }  // namespace optpipe

@@ -20,10 +20,11 @@ constexpr double kToggleShare = 0.1;
 // time more often, at the price of holding the memory longer.
 constexpr int kMaxReloadLead = 4;
 
-// The order timed by the simulator when it is free of deadlock and within the budget.
+// The order timed by the simulator, allocations waiting for offloads, when it is free of deadlock
+// and within the budget.
 std::optional<Schedule> valid_timing(const Problem& problem, const Order& order) {
   try {
-    Schedule schedule = simulate(problem, order, "milp");
+    Schedule schedule = simulate_within_budget(problem, order, "milp");
     if (validate(problem, schedule)) return std::nullopt;
     return schedule;
   } catch (const Error&) {

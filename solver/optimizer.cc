@@ -91,13 +91,14 @@ class Search {
   }
   double remaining() const { return options_.time_limit_seconds - elapsed(); }
 
-  // Times `order` with the simulator (no action before its `not_before`, if given) and keeps it
-  // when it validates and beats the best.
+  // Times `order` with the simulator (no action before its `not_before`, if given, else each
+  // allocation waiting for the offloads that make room for it) and keeps it when it validates and
+  // beats the best.
   bool offer(const Order& order, const OpTable<double>* not_before = nullptr) {
     Schedule candidate;
     try {
       candidate = not_before ? simulate(problem_, order, "milp", *not_before)
-                             : simulate(problem_, order, "milp");
+                             : simulate_within_budget(problem_, order, "milp");
     } catch (const std::exception&) {
       return false;  // a decoded order that deadlocks is not an improvement
     }

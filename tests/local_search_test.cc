@@ -76,7 +76,7 @@ TEST(LocalSearch, OffloadsOrRecomputesWhereKeepingLeavesNoRoom) {
     for (int i = 0; i < 5000; ++i) search->step();
     EXPECT_LT(search->makespan(), 0.9 * start);
     EXPECT_GT(count(search->order(), offload ? Op::kOffload : Op::kRecompute), 0);
-    EXPECT_FALSE(validate(p, simulate(p, search->order(), "milp")));
+    EXPECT_FALSE(validate(p, simulate_within_budget(p, search->order(), "milp")));
   }
 }
 
@@ -88,7 +88,7 @@ TEST(LocalSearch, AKickKeepsTheOrderValidThoughSlower) {
   const Order climbed = search->order();
   search->perturb(20);
   EXPECT_NE(search->order().ranks, climbed.ranks);
-  const Schedule retimed = simulate(p, search->order(), "milp");
+  const Schedule retimed = simulate_within_budget(p, search->order(), "milp");
   EXPECT_FALSE(validate(p, retimed));
   EXPECT_DOUBLE_EQ(compute_metrics(p, retimed).makespan, search->makespan());
 }

@@ -3,8 +3,12 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <random>
+
 #include "compiler/errors.h"
 #include "compiler/validator.h"
+#include "heuristics/classic.h"
 #include "tests/test_problems.h"
 
 namespace optpipe {
@@ -121,6 +125,145 @@ TEST(Simulator, LinkGroupSharesChannelsAcrossRanks) {
   EXPECT_DOUBLE_EQ(find(separate, 1, {Op::kReload, 1, 0}).start, 3.0);
   EXPECT_DOUBLE_EQ(find(separate, 0, {Op::kBackward, 0, 0}).end, 9.0);
   EXPECT_DOUBLE_EQ(find(shared, 0, {Op::kBackward, 0, 0}).end, 10.0);
+}
+
+// One rank, one stage, room for one activation (A = 1000 B): each F waits for the offload of the
+// one before it, which plain simulate() starts as soon as the compute stream is free.
+TEST(Simulator, WithinBudgetAForwardWaitsForTheOffloadThatFreesItsMemory) {
+  Problem p = with_offload(uniform_problem(1, 1, 2), ChannelMode::kDuplex, {0});
+  p.budget_bytes[0] = p.static_bytes[0] + 1000;
+  const Order order{{{{Op::kForward, 0, 0},
+                      {Op::kOffload, 0, 0},
+                      {Op::kForward, 0, 1},
+                      {Op::kOffload, 0, 1},
+                      {Op::kReload, 0, 0},
+                      {Op::kBackward, 0, 0},
+                      {Op::kReload, 0, 1},
+                      {Op::kBackward, 0, 1}}}};
+  ASSERT_TRUE(validate(p, simulate(p, order, "asap")));  // F1 at 1, before OFFLOAD0 ends
+  const Schedule s = simulate_within_budget(p, order, "fenced");
+  // F0 [0,1]; OFFLOAD0 [1,2] (queued when F1 is first ready: F1 waits for it); F1 [2,3];
+  // OFFLOAD1 [3,4]; RELOAD0, issued at 3, waits for OFFLOAD1's end: [4,6] (H2D 2 units);
+  // BW0 [6,8]; RELOAD1 [8,10]; BW1 [10,12].
+  EXPECT_DOUBLE_EQ(find(s, 0, {Op::kForward, 0, 1}).start, 2.0);
+  EXPECT_DOUBLE_EQ(find(s, 0, {Op::kReload, 0, 0}).start, 4.0);
+  EXPECT_DOUBLE_EQ(find(s, 0, {Op::kBackward, 0, 1}).end, 12.0);
+  const auto violation = validate(p, s);
+  EXPECT_FALSE(violation) << violation->message;
+}
+
+// Room for two activations: F2 finds OFFLOAD0 timed (D2H at 500 B per unit: [1,3]) and waits
+// for its end, not for OFFLOAD1's.
+TEST(Simulator, WithinBudgetAForwardWaitsOnlyAsLongAsItMust) {
+  Problem p = with_offload(uniform_problem(1, 1, 3), ChannelMode::kDuplex, {0});
+  p.offload->d2h_bytes_per_time = 500;
+  p.budget_bytes[0] = p.static_bytes[0] + 2000;
+  Order order{{{{Op::kForward, 0, 0},
+                {Op::kOffload, 0, 0},
+                {Op::kForward, 0, 1},
+                {Op::kOffload, 0, 1},
+                {Op::kForward, 0, 2}}}};
+  for (int j : {0, 1}) {
+    order.ranks[0].push_back({Op::kReload, 0, j});
+    order.ranks[0].push_back({Op::kBackward, 0, j});
+  }
+  order.ranks[0].push_back({Op::kBackward, 0, 2});
+  const Schedule s = simulate_within_budget(p, order, "fenced");
+  EXPECT_DOUBLE_EQ(find(s, 0, {Op::kForward, 0, 1}).start, 1.0);
+  EXPECT_DOUBLE_EQ(find(s, 0, {Op::kForward, 0, 2}).start, 3.0);
+  const auto violation = validate(p, s);
+  EXPECT_FALSE(violation) << violation->message;
+}
+
+// An offload listed after the F that needs its memory is issued only once that F has ended: no
+// wait can make room, so the F starts as without the fence and the validator rejects it.
+TEST(Simulator, WithinBudgetNothingWaitsForAnOffloadListedLater) {
+  Problem p = with_offload(uniform_problem(1, 1, 2), ChannelMode::kDuplex, {0});
+  p.budget_bytes[0] = p.static_bytes[0] + 1000;
+  const Order order{{{{Op::kForward, 0, 0},
+                      {Op::kForward, 0, 1},
+                      {Op::kOffload, 0, 0},
+                      {Op::kOffload, 0, 1},
+                      {Op::kReload, 0, 0},
+                      {Op::kBackward, 0, 0},
+                      {Op::kReload, 0, 1},
+                      {Op::kBackward, 0, 1}}}};
+  const Schedule s = simulate_within_budget(p, order, "fenced");
+  EXPECT_DOUBLE_EQ(find(s, 0, {Op::kForward, 0, 1}).start, 1.0);
+  const auto violation = validate(p, s);
+  ASSERT_TRUE(violation);
+  EXPECT_NE(violation->message.find("exceeds the budget"), std::string::npos) << violation->message;
+}
+
+// 1F1B on random problems with an offload link and budgets of 1-4 activations, each activation
+// offloaded whole with probability 3/4 (OFFLOAD right after its F, RELOAD right before its backward
+// or one action earlier), as the local search does. The fence never deadlocks where simulate() does
+// not, times every order that simulate() fits exactly as simulate() does, fails only on memory, and
+// fits some orders that simulate() puts over the budget.
+TEST(Simulator, WithinBudgetKeepsWhatFitsAndFailsOnlyOnMemory) {
+  std::mt19937 rng(20261125);
+  int fitted = 0;
+  int repaired = 0;
+  for (int trial = 0; trial < 1000; ++trial) {
+    Problem p = testing::random_problem(rng);
+    if (!p.offload || p.chunks_per_rank != 1) continue;
+    int64_t largest = 0;
+    for (StageCosts& c : p.stages) {
+      c.offloadable_bytes = c.activation_bytes;
+      largest = std::max(largest, c.activation_bytes);
+    }
+    p.budget_bytes.assign(
+        p.ranks, p.static_bytes[0] + largest * std::uniform_int_distribution<int>(1, 4)(rng));
+    Order order = one_f_one_b_order(p);
+    for (auto& refs : order.ranks) {
+      std::vector<OpRef> listed;
+      for (const OpRef& ref : refs) {
+        const bool backward = ref.op == Op::kBackward || ref.op == Op::kBackwardInput;
+        const auto offload =
+            std::find(listed.begin(), listed.end(), OpRef{Op::kOffload, ref.stage, ref.microbatch});
+        if (backward && offload != listed.end()) {
+          const long lead = std::uniform_int_distribution<long>(0, 1)(rng);
+          const long after_offload = (offload - listed.begin()) + 1;
+          const long at = std::max(after_offload, static_cast<long>(listed.size()) - lead);
+          listed.insert(listed.begin() + at, {Op::kReload, ref.stage, ref.microbatch});
+        }
+        listed.push_back(ref);
+        if (ref.op == Op::kForward && std::bernoulli_distribution(0.75)(rng)) {
+          listed.push_back({Op::kOffload, ref.stage, ref.microbatch});
+        }
+      }
+      refs = std::move(listed);
+    }
+    SCOPED_TRACE(::testing::Message()
+                 << "trial " << trial << " R=" << p.ranks << " m=" << p.microbatches);
+    Schedule asap;
+    try {
+      asap = simulate(p, order, "asap");
+    } catch (const DeadlockError&) {
+      continue;
+    }
+    const Schedule fenced = simulate_within_budget(p, order, "fenced");
+    const auto violation = validate(p, fenced);
+    if (violation) {
+      EXPECT_NE(violation->message.find("exceeds the budget"), std::string::npos)
+          << violation->message;
+      continue;
+    }
+    if (validate(p, asap)) {
+      ++repaired;
+      continue;
+    }
+    ++fitted;
+    for (int r = 0; r < p.ranks; ++r) {
+      ASSERT_EQ(fenced.ranks[r].size(), asap.ranks[r].size());
+      for (size_t i = 0; i < asap.ranks[r].size(); ++i) {
+        EXPECT_EQ(fenced.ranks[r][i].ref, asap.ranks[r][i].ref);
+        EXPECT_DOUBLE_EQ(fenced.ranks[r][i].start, asap.ranks[r][i].start);
+      }
+    }
+  }
+  EXPECT_GT(fitted, 5);
+  EXPECT_GE(repaired, 10);
 }
 
 Problem recompute_problem(int ranks) {

@@ -83,7 +83,8 @@ std::optional<CachedSchedule> ScheduleCache::find(const Problem& problem,
     const std::string text = read_text_file(path);
     const ScheduleFile file = parse_schedule_json(text, path);
     // Re-time the stored order for this problem: its costs may differ below the key's precision.
-    Schedule schedule = simulate(problem, order_of(file.schedule), file.schedule.method);
+    Schedule schedule =
+        simulate_within_budget(problem, order_of(file.schedule), file.schedule.method);
     if (validate(problem, schedule)) return std::nullopt;
     const auto document = nlohmann::json::parse(text);
     const bool final = file.profile_sha256 == problem.profile_sha256 &&
