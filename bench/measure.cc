@@ -38,6 +38,9 @@ void describe_schedule(const Problem& problem, const Schedule& schedule, const M
   result.idle_time = problem.ranks * metrics.makespan - busy;
   result.lower_bound = metrics.lower_bound;
   result.gap = metrics.gap;
+  if (!problem.any_stage_can_recompute()) {
+    result.idle_floor = problem.ranks * metrics.lower_bound - busy;
+  }
   result.offloads = 0;
   result.recomputes = 0;
   for (const auto& actions : schedule.ranks) {

@@ -25,6 +25,9 @@ struct MethodResult {
   double idle_time = 0;  // R x makespan - total busy, in the time unit
   double lower_bound = 0;
   double gap = 0;
+  // R x lower_bound - the F, B and W work: no schedule on this layout idles less. -1 where stages
+  // can recompute (R adds work, and so idle time can be lower).
+  double idle_floor = -1;
   int64_t peak_bytes = 0;       // highest over the ranks
   double peak_over_budget = 0;  // highest over the ranks of peak / budget
   int offloads = 0;

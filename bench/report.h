@@ -12,6 +12,9 @@ namespace optpipe::bench {
 // Ratios of the case summary; negative when undefined (nothing to compare with, or 0 idle).
 double optimizer_idle_over_baseline(const CaseResult& c);
 double optimizer_makespan_over_seed(const CaseResult& c);
+// The optimiser's idle floor (its layout's lower bound less the work) over the best baseline's idle
+// time: the least idle ratio any schedule on that layout can reach.
+double idle_floor_over_baseline(const CaseResult& c);
 
 // One row per case: best published baseline, AdaOffload, seed, optimiser, bound, gap, ratios.
 std::string summary_table(const std::vector<CaseResult>& cases);
