@@ -8,14 +8,17 @@
 #include "compiler/simulator.h"
 #include "compiler/validator.h"
 #include "heuristics/offload_placement.h"
+#include "solver/critical_path.h"
 
 namespace optpipe {
 
 namespace {
 
 constexpr double kTolerance = 1e-9;
-// Of the moves, the share that changes how an activation is handled (where one can be).
+// Of the moves, the share that changes how an activation is handled (where one can be), and the
+// share that reorders two compute ops on the critical path; the rest swap random neighbours.
 constexpr double kToggleShare = 0.1;
+constexpr double kCriticalShare = 0.45;
 // A new RELOAD goes up to this many actions before its backward: issued earlier, it is back in
 // time more often, at the price of holding the memory longer.
 constexpr int kMaxReloadLead = 4;
@@ -58,11 +61,23 @@ LocalSearch::LocalSearch(const Problem& problem, Order order, Schedule schedule,
 }
 
 bool LocalSearch::try_move(double limit) {
-  const int rank = std::uniform_int_distribution<int>(0, problem_->ranks - 1)(rng_);
+  const double kind = std::uniform_real_distribution<double>(0, 1)(rng_);
+  int rank = std::uniform_int_distribution<int>(0, problem_->ranks - 1)(rng_);
+  std::optional<CriticalPair> critical;
+  if (kind >= kToggleShare && kind < kToggleShare + kCriticalShare) {
+    critical = random_critical_pair();
+    if (critical) rank = critical->rank;
+  }
   std::vector<OpRef>& refs = order_.ranks[rank];
   std::vector<OpRef> before = refs;
-  const bool toggle = toggles_ && std::bernoulli_distribution(kToggleShare)(rng_);
-  const bool moved = toggle ? toggle_activation(refs) : swap_adjacent(refs);
+  bool moved = false;
+  if (toggles_ && kind < kToggleShare) {
+    moved = toggle_activation(refs);
+  } else if (critical) {
+    moved = reorder(refs, *critical);
+  } else {
+    moved = swap_adjacent(refs);
+  }
   std::optional<Schedule> timing = moved ? valid_timing(*problem_, order_) : std::nullopt;
   if (!timing || makespan_of(*timing) > limit + kTolerance) {  // a move that made no change too
     refs = std::move(before);
@@ -70,6 +85,21 @@ bool LocalSearch::try_move(double limit) {
   }
   schedule_ = std::move(*timing);
   makespan_ = makespan_of(schedule_);
+  critical_.reset();
+  return true;
+}
+
+std::optional<CriticalPair> LocalSearch::random_critical_pair() {
+  if (!critical_) critical_ = critical_pairs(*problem_, schedule_);
+  if (critical_->empty()) return std::nullopt;
+  return (*critical_)[std::uniform_int_distribution<size_t>(0, critical_->size() - 1)(rng_)];
+}
+
+bool LocalSearch::reorder(std::vector<OpRef>& refs, const CriticalPair& pair) {
+  const auto before = std::find(refs.begin(), refs.end(), pair.before);
+  const auto after = std::find(before, refs.end(), pair.after);
+  if (after == refs.end()) return false;
+  std::rotate(before, after, after + 1);  // `after` first; what was listed between stays after
   return true;
 }
 

@@ -1,12 +1,13 @@
 // Hill climbing over per-rank orders (docs/solver.md, The search). A move changes one rank's list:
 // it swaps two adjacent actions (compute ops or transfers, whose place in the list is when they
-// are issued), or it changes how one activation is handled: a kept one is offloaded (OFFLOAD
-// right after its F, RELOAD a few actions before its backward) or recomputed (R right before its
-// backward), an offloaded or recomputed one is kept. The order is then timed by the simulator,
-// each allocation waiting for the offloads that make room for it (simulate_within_budget),
-// and kept when it validates and is no slower. Equal makespans are kept too, so the search walks
-// across the plateaus where most moves leave the critical path as it was: an offload that frees
-// memory pays only once a later swap lets an F use it.
+// are issued), or lists a compute op on the critical path before the one it waits for on its
+// rank (solver/critical_path.h), or it changes how one activation is handled: a kept one is
+// offloaded (OFFLOAD right after its F, RELOAD a few actions before its backward) or recomputed (R
+// right before its backward), an offloaded or recomputed one is kept. The order is then timed by
+// the simulator, each allocation waiting for the offloads that make room for it
+// (simulate_within_budget), and kept when it validates and is no slower. Equal makespans are kept
+// too, so the search walks across the plateaus where most moves leave the critical path as it was:
+// an offload that frees memory pays only once a later swap lets an F use it.
 #pragma once
 
 #include <cstdint>
@@ -16,6 +17,7 @@
 
 #include "compiler/problem.h"
 #include "compiler/schedule.h"
+#include "solver/critical_path.h"
 
 namespace optpipe {
 
@@ -41,13 +43,18 @@ class LocalSearch {
   bool try_move(double limit);
   // The move itself, on one rank's list; false when none applies (the list is then restored).
   bool swap_adjacent(std::vector<OpRef>& refs);
+  // Lists `pair.after` right before `pair.before`: the critical op goes first.
+  bool reorder(std::vector<OpRef>& refs, const CriticalPair& pair);
   bool toggle_activation(std::vector<OpRef>& refs);
+  // A pair of compute ops on the critical path of the current schedule, if it has one.
+  std::optional<CriticalPair> random_critical_pair();
 
   const Problem* problem_;
   bool toggles_;  // some activation can be offloaded or recomputed
   Order order_;
   Schedule schedule_;
   double makespan_;
+  std::optional<std::vector<CriticalPair>> critical_;  // of schedule_, found when first needed
   std::mt19937_64 rng_;
 };
 

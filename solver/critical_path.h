@@ -1,0 +1,26 @@
+// The critical path of a timed schedule (docs/solver.md, The search): walking back from the
+// action that ends last, each action's start is set by a dependency, by its rank's previous
+// compute op, or, under the memory fence, by the end of an offload that made room for it. The
+// local search reorders the pairs of compute ops that meet on it, the moves that can shorten the
+// makespan (as in job-shop scheduling, where only swaps on a critical block can).
+#pragma once
+
+#include <vector>
+
+#include "compiler/problem.h"
+#include "compiler/schedule.h"
+
+namespace optpipe {
+
+// Two compute ops of one rank, back to back on the critical path: `after` starts when `before`
+// ends.
+struct CriticalPair {
+  int rank;
+  OpRef before;
+  OpRef after;
+};
+
+// The pairs along one critical path of `schedule` (any, where several tie), latest first.
+std::vector<CriticalPair> critical_pairs(const Problem& problem, const Schedule& schedule);
+
+}  // namespace optpipe
