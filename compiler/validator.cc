@@ -48,32 +48,35 @@ class Validation {
     }
     for (int r = 0; r < problem_.ranks; ++r) {
       for (const Action& a : schedule_.ranks[r]) {
-        const std::string what = fmt::format("rank {}: {}", r, describe(a.ref));
-        if (!in_range(problem_, a.ref))
-          return violation(what + ": stage or microbatch out of range");
+        // Messages are formatted only for the violation found: validation runs on every state of
+        // the local search.
+        auto what = [&] { return fmt::format("rank {}: {}", r, describe(a.ref)); };
+        if (!in_range(problem_, a.ref)) {
+          return violation(what() + ": stage or microbatch out of range");
+        }
         if (problem_.rank_of_stage[a.ref.stage] != r) {
-          return violation(fmt::format("{}: stage {} runs on rank {}", what, a.ref.stage,
+          return violation(fmt::format("{}: stage {} runs on rank {}", what(), a.ref.stage,
                                        problem_.rank_of_stage[a.ref.stage]));
         }
         if (is_transfer(a.ref.op) && !problem_.offload) {
-          return violation(what + ": transfer but the profile has no offload link");
+          return violation(what() + ": transfer but the profile has no offload link");
         }
         if (a.ref.op == Op::kRecompute && !problem_.stages[a.ref.stage].can_recompute()) {
           return violation(fmt::format(
               "{}: stage {} cannot recompute: the profile gives it no checkpoint_bytes; set "
               "checkpoint_bytes for it (what F keeps, usually the stage input)",
-              what, a.ref.stage));
+              what(), a.ref.stage));
         }
         if (!std::isfinite(a.start) || !std::isfinite(a.end) || a.start < 0) {
-          return violation(fmt::format("{}: bad times [{}, {}]", what, a.start, a.end));
+          return violation(fmt::format("{}: bad times [{}, {}]", what(), a.start, a.end));
         }
         const double expected = duration(problem_, a.ref);
         if (!nearly_equal(a.end - a.start, expected)) {
-          return violation(fmt::format("{}: lasts {:.6g}, the profile says {:.6g}", what,
+          return violation(fmt::format("{}: lasts {:.6g}, the profile says {:.6g}", what(),
                                        a.end - a.start, expected));
         }
         if (a.bytes != transfer_bytes(problem_, a.ref)) {
-          return violation(fmt::format("{}: moves {} bytes, the profile says {}", what, a.bytes,
+          return violation(fmt::format("{}: moves {} bytes, the profile says {}", what(), a.bytes,
                                        transfer_bytes(problem_, a.ref)));
         }
         ++count_[a.ref];
@@ -87,33 +90,33 @@ class Validation {
     for (int s = 0; s < problem_.num_stages(); ++s) {
       for (int j = 0; j < problem_.microbatches; ++j) {
         auto n = [&](Op op) { return count_[{op, s, j}]; };
-        const auto where = fmt::format("stage {} microbatch {}", s, j);
+        auto where = [&] { return fmt::format("stage {} microbatch {}", s, j); };
         if (n(Op::kForward) != 1) {
           return violation(
-              fmt::format("{}: F appears {} times, expected once", where, n(Op::kForward)));
+              fmt::format("{}: F appears {} times, expected once", where(), n(Op::kForward)));
         }
         const bool split =
             n(Op::kBackwardInput) == 1 && n(Op::kBackwardWeight) == 1 && n(Op::kBackward) == 0;
         const bool fused =
             n(Op::kBackward) == 1 && n(Op::kBackwardInput) == 0 && n(Op::kBackwardWeight) == 0;
         if (!split && !fused) {
-          return violation(
-              fmt::format("{}: needs B and W once each, or BW once; has B x{}, W x{}, "
-                          "BW x{}",
-                          where, n(Op::kBackwardInput), n(Op::kBackwardWeight), n(Op::kBackward)));
+          return violation(fmt::format(
+              "{}: needs B and W once each, or BW once; has B x{}, W x{}, "
+              "BW x{}",
+              where(), n(Op::kBackwardInput), n(Op::kBackwardWeight), n(Op::kBackward)));
         }
         if (n(Op::kOffload) > 1 || n(Op::kOffload) != n(Op::kReload)) {
-          return violation(fmt::format("{}: needs one RELOAD per OFFLOAD; has {} and {}", where,
+          return violation(fmt::format("{}: needs one RELOAD per OFFLOAD; has {} and {}", where(),
                                        n(Op::kOffload), n(Op::kReload)));
         }
         if (n(Op::kRecompute) > 1) {
-          return violation(fmt::format("{}: R appears {} times, expected at most once", where,
+          return violation(fmt::format("{}: R appears {} times, expected at most once", where(),
                                        n(Op::kRecompute)));
         }
         if (n(Op::kRecompute) > 0 && n(Op::kOffload) > 0) {
           return violation(fmt::format(
               "{}: both offloaded and recomputed; an activation is kept, offloaded or recomputed",
-              where));
+              where()));
         }
       }
     }
@@ -142,15 +145,17 @@ class Validation {
     return std::nullopt;
   }
 
-  // Actions sorted by start; each must start after the previous one ends.
+  // Actions sorted by start; each must start after the previous one ends. `resource()` names
+  // what they share.
+  template <typename ResourceName>
   static std::optional<Violation> check_serial(std::vector<const Action*> actions,
-                                               const std::string& resource) {
+                                               ResourceName resource) {
     std::sort(actions.begin(), actions.end(),
               [](const Action* a, const Action* b) { return a->start < b->start; });
     for (size_t i = 1; i < actions.size(); ++i) {
       if (!at_or_before(actions[i - 1]->end, actions[i]->start)) {
         return violation(fmt::format("{}: {} [{:.6g}, {:.6g}] overlaps {} [{:.6g}, {:.6g}]",
-                                     resource, describe(actions[i]->ref), actions[i]->start,
+                                     resource(), describe(actions[i]->ref), actions[i]->start,
                                      actions[i]->end, describe(actions[i - 1]->ref),
                                      actions[i - 1]->start, actions[i - 1]->end));
       }
@@ -164,7 +169,9 @@ class Validation {
       for (const Action& a : schedule_.ranks[r]) {
         if (is_compute(a.ref.op)) compute.push_back(&a);
       }
-      if (auto v = check_serial(compute, fmt::format("rank {} compute", r))) return v;
+      if (auto v = check_serial(compute, [r] { return fmt::format("rank {} compute", r); })) {
+        return v;
+      }
     }
     return std::nullopt;
   }
@@ -177,7 +184,9 @@ class Validation {
       }
     }
     for (size_t c = 0; c < by_channel.size(); ++c) {
-      if (auto v = check_serial(by_channel[c], fmt::format("copy channel {}", c))) return v;
+      if (auto v = check_serial(by_channel[c], [c] { return fmt::format("copy channel {}", c); })) {
+        return v;
+      }
     }
     return std::nullopt;
   }
