@@ -22,6 +22,12 @@ namespace {
 
 constexpr double kNotDone = std::numeric_limits<double>::quiet_NaN();
 
+struct HeadReady {
+  OpRef head{Op::kForward, -1, -1};   // no head yet
+  OpRef blocker{Op::kForward, 0, 0};  // an untimed predecessor, while ready is NaN
+  double ready = 0;
+};
+
 struct PendingTransfer {
   OpRef ref;
   double issue_time;
@@ -78,6 +84,7 @@ class Simulation {
     }
     version_.assign(slots, 0);
     queued_start_.assign(slots, kNotDone);
+    head_ready_.assign(slots, HeadReady{});
     // Without transfers nothing frees memory while a rank waits: the fence changes nothing.
     if (memory_fence && transfers_ > 0) {
       for (int r = 0; r < problem.ranks; ++r) fences_.emplace_back(problem.activation_budget(r));
@@ -211,6 +218,28 @@ class Simulation {
     return ready;
   }
 
+  // ready_time() of a slot's head, remembered: a head is asked again after every commit on its
+  // rank or a neighbouring one, and while it waits for an untimed predecessor (its blocker) the
+  // answer stays NaN. Once all its predecessors are timed its ready time no longer changes.
+  double head_ready_time(int rank, int queue, const OpRef& head) const {
+    HeadReady& cached = head_ready_[slot_base_[rank] + 1 + queue];
+    if (cached.head == head && (!std::isnan(cached.ready) || std::isnan(end_[cached.blocker]))) {
+      return cached.ready;
+    }
+    cached.head = head;
+    cached.ready = not_before_ ? (*not_before_)[head] : 0.0;
+    for (const Predecessor& p : predecessors_of(head)) {
+      const double pred_end = end_[p.pred];
+      if (std::isnan(pred_end)) {
+        cached.blocker = p.pred;
+        cached.ready = kNotDone;
+        break;
+      }
+      cached.ready = std::max(cached.ready, pred_end + p.lag);
+    }
+    return cached.ready;
+  }
+
   int queue_of(int rank, int channel) const { return queue_channel_[rank][0] == channel ? 0 : 1; }
 
   // Earliest start of a slot's head, NaN when it has none or a dependency is untimed.
@@ -219,11 +248,13 @@ class Simulation {
       const auto& refs = order_.ranks[rank];
       if (next_[rank] >= refs.size()) return kNotDone;
       const OpRef& ref = refs[next_[rank]];
-      return fenced(rank, ref, std::max(ready_time(ref), compute_free_[rank]));  // NaN stays NaN
+      return fenced(
+          rank, ref,
+          std::max(head_ready_time(rank, -1, ref), compute_free_[rank]));  // NaN stays NaN
     }
     const auto& pending = queues_[rank][queue];
     if (pending.empty()) return kNotDone;
-    const double ready = ready_time(pending.front().ref);
+    const double ready = head_ready_time(rank, queue, pending.front().ref);
     if (std::isnan(ready)) return kNotDone;
     return fenced(
         rank, pending.front().ref,
@@ -367,6 +398,7 @@ class Simulation {
   std::vector<int> slot_base_;
   std::vector<unsigned> version_;
   std::vector<double> queued_start_;  // per slot: start of its current heap entry, NaN if none
+  mutable std::vector<HeadReady> head_ready_;  // per slot
   std::priority_queue<Candidate, std::vector<Candidate>, std::greater<>> heap_;
   std::vector<MemoryFence> fences_;  // per rank, when allocations wait for memory
   Schedule schedule_;
