@@ -91,12 +91,17 @@ class Simulation {
     }
   }
 
-  Schedule run(const std::string& method) {
+  // With `previous`, the actions that start before `unchanged_before` there are taken from it
+  // (see simulate_within_budget).
+  Schedule run(const std::string& method, const Schedule* previous = nullptr,
+               double unchanged_before = 0) {
     schedule_.method = method;
     schedule_.ranks.assign(problem_.ranks, {});
     for (int r = 0; r < problem_.ranks; ++r) {
       schedule_.ranks[r].reserve(order_.ranks[r].size());
+      issue_transfers(r);
     }
+    if (previous) replay(*previous, unchanged_before);
     if (transfers_ == 0) {
       run_compute_only();
     } else {
@@ -117,10 +122,7 @@ class Simulation {
 
  private:
   void run_events() {
-    for (int r = 0; r < problem_.ranks; ++r) {
-      issue_transfers(r);
-      refresh_rank(r);
-    }
+    for (int r = 0; r < problem_.ranks; ++r) refresh_rank(r);
     while (remaining_ > 0) {
       if (heap_.empty()) throw DeadlockError(deadlock_message());
       const Candidate c = heap_.top();
@@ -164,6 +166,31 @@ class Simulation {
       }
     }
     if (remaining_ > 0) throw DeadlockError(deadlock_message());
+  }
+
+  // Commits the actions of `previous` that start before `before`, at their times there: the state
+  // the simulation reaches by then when the order changed nothing that starts earlier. Rank by
+  // rank, each in start order: a rank's compute stream, queues and memory see their own actions
+  // in the order they ran, and a channel keeps the latest end of the ranks that share it.
+  void replay(const Schedule& previous, double before) {
+    for (int rank = 0; rank < static_cast<int>(previous.ranks.size()); ++rank) {
+      for (const Action& action : previous.ranks[rank]) {
+        if (action.start >= before) break;
+        const OpRef& ref = action.ref;
+        const int queue =
+            is_transfer(ref.op) ? queue_of(rank, channel_of(problem_, rank, ref.op)) : -1;
+        const bool head =
+            queue < 0
+                ? next_[rank] < order_.ranks[rank].size() && order_.ranks[rank][next_[rank]] == ref
+                : !queues_[rank][queue].empty() && queues_[rank][queue].front().ref == ref;
+        if (!head) {
+          throw Error(kExitInternal, fmt::format("the previous timing has {} at {:.6g}, where "
+                                                 "the order does not reach it",
+                                                 describe(ref), action.start));
+        }
+        commit(rank, queue, action.start);
+      }
+    }
   }
 
   void check_order() {
@@ -354,7 +381,8 @@ class Simulation {
       compute_free_[rank] = end;
       issue_transfers(rank);
     } else {
-      channel_free_[queue_channel_[rank][queue]] = end;
+      double& channel_free = channel_free_[queue_channel_[rank][queue]];
+      channel_free = std::max(channel_free, end);  // replay() commits rank by rank
     }
     return ref;
   }
@@ -420,6 +448,12 @@ Schedule simulate(const Problem& problem, const Order& order, const std::string&
 Schedule simulate_within_budget(const Problem& problem, const Order& order,
                                 const std::string& method) {
   return Simulation(problem, order, nullptr, true).run(method);
+}
+
+Schedule simulate_within_budget(const Problem& problem, const Order& order,
+                                const std::string& method, const Schedule& previous,
+                                double unchanged_before) {
+  return Simulation(problem, order, nullptr, true).run(method, &previous, unchanged_before);
 }
 
 }  // namespace optpipe

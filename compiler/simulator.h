@@ -31,4 +31,13 @@ Schedule simulate(const Problem& problem, const Order& order, const std::string&
 Schedule simulate_within_budget(const Problem& problem, const Order& order,
                                 const std::string& method);
 
+// The same, re-using `previous`: this function's timing of an order that `order` changes only
+// in actions that start at `unchanged_before` or later in both timings and leave the memory of
+// what starts earlier as it was (the local search's moves: solver/local_search.h). The actions
+// that start earlier are copied from `previous`, not timed again. Throws Error when `previous`
+// lists an early action that `order` does not reach by then.
+Schedule simulate_within_budget(const Problem& problem, const Order& order,
+                                const std::string& method, const Schedule& previous,
+                                double unchanged_before);
+
 }  // namespace optpipe

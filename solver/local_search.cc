@@ -24,10 +24,14 @@ constexpr double kCriticalShare = 0.45;
 constexpr int kMaxReloadLead = 4;
 
 // The order timed by the simulator, allocations waiting for offloads, when it is free of deadlock
-// and within the budget.
-std::optional<Schedule> valid_timing(const Problem& problem, const Order& order) {
+// and within the budget. With `previous`, what starts before `unchanged_before` is taken from it.
+std::optional<Schedule> valid_timing(const Problem& problem, const Order& order,
+                                     const Schedule* previous = nullptr,
+                                     double unchanged_before = 0) {
   try {
-    Schedule schedule = simulate_within_budget(problem, order, "milp");
+    Schedule schedule =
+        previous ? simulate_within_budget(problem, order, "milp", *previous, unchanged_before)
+                 : simulate_within_budget(problem, order, "milp");
     if (validate(problem, schedule)) return std::nullopt;
     return schedule;
   } catch (const Error&) {
@@ -70,15 +74,17 @@ bool LocalSearch::try_move(double limit) {
   }
   std::vector<OpRef>& refs = order_.ranks[rank];
   std::vector<OpRef> before = refs;
-  bool moved = false;
+  std::optional<size_t> changed;
   if (toggles_ && kind < kToggleShare) {
-    moved = toggle_activation(refs);
+    changed = toggle_activation(refs);
   } else if (critical) {
-    moved = reorder(refs, *critical);
+    changed = reorder(refs, *critical);
   } else {
-    moved = swap_adjacent(refs);
+    changed = swap_adjacent(refs);
   }
-  std::optional<Schedule> timing = moved ? valid_timing(*problem_, order_) : std::nullopt;
+  std::optional<Schedule> timing =
+      changed ? valid_timing(*problem_, order_, &schedule_, unchanged_before(rank, *changed))
+              : std::nullopt;
   if (!timing || makespan_of(*timing) > limit + kTolerance) {  // a move that made no change too
     refs = std::move(before);
     return false;
@@ -89,33 +95,49 @@ bool LocalSearch::try_move(double limit) {
   return true;
 }
 
+double LocalSearch::unchanged_before(int rank, size_t position) const {
+  const std::vector<OpRef>& refs = order_.ranks[rank];
+  const auto computes_before = std::count_if(refs.begin(), refs.begin() + position,
+                                             [](const OpRef& r) { return is_compute(r.op); });
+  if (computes_before == 0) return 0;
+  // Compute ops run in list order: the last one before `position` is the rank's
+  // computes_before-th in the schedule.
+  auto seen = computes_before;
+  for (const Action& a : schedule_.ranks[rank]) {
+    if (is_compute(a.ref.op) && --seen == 0) return a.end;
+  }
+  return 0;
+}
+
 std::optional<CriticalPair> LocalSearch::random_critical_pair() {
   if (!critical_) critical_ = critical_pairs(*problem_, schedule_);
   if (critical_->empty()) return std::nullopt;
   return (*critical_)[std::uniform_int_distribution<size_t>(0, critical_->size() - 1)(rng_)];
 }
 
-bool LocalSearch::reorder(std::vector<OpRef>& refs, const CriticalPair& pair) {
+std::optional<size_t> LocalSearch::reorder(std::vector<OpRef>& refs, const CriticalPair& pair) {
   const auto before = std::find(refs.begin(), refs.end(), pair.before);
   const auto after = std::find(before, refs.end(), pair.after);
-  if (after == refs.end()) return false;
+  if (after == refs.end()) return std::nullopt;
   std::rotate(before, after, after + 1);  // `after` first; what was listed between stays after
-  return true;
+  return before - refs.begin();
 }
 
-bool LocalSearch::swap_adjacent(std::vector<OpRef>& refs) {
-  if (refs.size() < 2) return false;
+std::optional<size_t> LocalSearch::swap_adjacent(std::vector<OpRef>& refs) {
+  if (refs.size() < 2) return std::nullopt;
   const size_t i = std::uniform_int_distribution<size_t>(0, refs.size() - 2)(rng_);
   std::swap(refs[i], refs[i + 1]);
-  return true;
+  return i;
 }
 
-bool LocalSearch::toggle_activation(std::vector<OpRef>& refs) {
-  // The activation of a random F of this rank.
+std::optional<size_t> LocalSearch::toggle_activation(std::vector<OpRef>& refs) {
+  // The activation of a random F of this rank. The F's memory changes with a recompute, so the
+  // move counts as changing the list from the F on.
   const size_t pick = std::uniform_int_distribution<size_t>(0, refs.size() - 1)(rng_);
   const auto forward = std::find_if(refs.begin() + pick, refs.end(),
                                     [](const OpRef& r) { return r.op == Op::kForward; });
-  if (forward == refs.end()) return false;
+  if (forward == refs.end()) return std::nullopt;
+  const size_t changed = forward - refs.begin();
   const int s = forward->stage;
   const int j = forward->microbatch;
   auto erase = [&](Op op) {
@@ -124,16 +146,18 @@ bool LocalSearch::toggle_activation(std::vector<OpRef>& refs) {
     refs.erase(refs.begin() + at);
     return true;
   };
-  if (erase(Op::kOffload)) return erase(Op::kReload);  // offloaded: keep it
-  if (erase(Op::kRecompute)) return true;              // recomputed: keep it
+  if (erase(Op::kOffload)) {  // offloaded: keep it
+    return erase(Op::kReload) ? std::optional(changed) : std::nullopt;
+  }
+  if (erase(Op::kRecompute)) return changed;  // recomputed: keep it
   size_t backward = position_of(refs, Op::kBackwardInput, s, j);
   if (backward == refs.size()) backward = position_of(refs, Op::kBackward, s, j);
   const bool offload = problem_->offload_frees_memory(s);
   const bool recompute = problem_->recompute_frees_memory(s);
-  if (backward == refs.size() || (!offload && !recompute)) return false;
+  if (backward == refs.size() || (!offload && !recompute)) return std::nullopt;
   if (recompute && (!offload || std::bernoulli_distribution(0.5)(rng_))) {
     refs.insert(refs.begin() + backward, {Op::kRecompute, s, j});
-    return true;
+    return changed;
   }
   const size_t after_forward = (forward - refs.begin()) + 1;
   refs.insert(refs.begin() + after_forward, {Op::kOffload, s, j});
@@ -141,7 +165,7 @@ bool LocalSearch::toggle_activation(std::vector<OpRef>& refs) {
   const size_t lead = std::uniform_int_distribution<size_t>(0, kMaxReloadLead)(rng_);
   const size_t reload = std::max(after_forward + 1, backward - std::min(backward, lead));
   refs.insert(refs.begin() + reload, {Op::kReload, s, j});
-  return true;
+  return changed;
 }
 
 bool LocalSearch::step() {

@@ -41,11 +41,16 @@ class LocalSearch {
   // Applies a random move to a random rank's list; keeps it when the order then times to a valid
   // schedule no slower than `limit`, else restores the list. True when kept.
   bool try_move(double limit);
-  // The move itself, on one rank's list; false when none applies (the list is then restored).
-  bool swap_adjacent(std::vector<OpRef>& refs);
+  // The move itself, on one rank's list: the first position it changed, nullopt when none
+  // applies (the list is then restored).
+  std::optional<size_t> swap_adjacent(std::vector<OpRef>& refs);
   // Lists `pair.after` right before `pair.before`: the critical op goes first.
-  bool reorder(std::vector<OpRef>& refs, const CriticalPair& pair);
-  bool toggle_activation(std::vector<OpRef>& refs);
+  std::optional<size_t> reorder(std::vector<OpRef>& refs, const CriticalPair& pair);
+  std::optional<size_t> toggle_activation(std::vector<OpRef>& refs);
+  // When the actions a move changed from `position` of the rank's list on can start at the
+  // earliest: the end of the rank's last compute op before it. Everything that starts earlier is
+  // timed as before the move, so the simulator re-uses it.
+  double unchanged_before(int rank, size_t position) const;
   // A pair of compute ops on the critical path of the current schedule, if it has one.
   std::optional<CriticalPair> random_critical_pair();
 

@@ -6,11 +6,13 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <random>
 
 #include "compiler/metrics.h"
 #include "compiler/simulator.h"
 #include "compiler/validator.h"
 #include "heuristics/offload_orders.h"
+#include "heuristics/registry.h"
 #include "tests/test_problems.h"
 
 namespace optpipe {
@@ -78,6 +80,45 @@ TEST(LocalSearch, OffloadsOrRecomputesWhereKeepingLeavesNoRoom) {
     EXPECT_GT(count(search->order(), offload ? Op::kOffload : Op::kRecompute), 0);
     EXPECT_FALSE(validate(p, simulate_within_budget(p, search->order(), "milp")));
   }
+}
+
+// Each move re-times only what it can change (simulate_within_budget re-using the previous
+// timing): after every move, kicks included, the state is exactly the order timed from scratch,
+// on random problems with offload links, shared channels, link groups and tight budgets.
+TEST(LocalSearch, EveryStateIsItsOrderTimedFromScratch) {
+  std::mt19937 rng(20261125);
+  int searches = 0;
+  for (int trial = 0; trial < 60; ++trial) {
+    Problem p = testing::random_problem(rng);
+    if (!p.offload) continue;
+    for (StageCosts& c : p.stages) {
+      if (std::bernoulli_distribution(0.5)(rng)) c.checkpoint_bytes = c.activation_bytes / 4;
+    }
+    for (int r = 0; r < p.ranks; ++r) p.budget_bytes[r] = p.static_bytes[r] + 3 * 5000;
+    std::optional<LocalSearch> search =
+        LocalSearch::from(p, find_generator("adaoffload")->build(p), trial);
+    if (!search) continue;
+    ++searches;
+    SCOPED_TRACE(::testing::Message() << "trial " << trial << " R=" << p.ranks
+                                      << " v=" << p.chunks_per_rank << " m=" << p.microbatches);
+    for (int i = 0; i < 300; ++i) {
+      if (i % 100 == 99) {
+        search->perturb(5);
+      } else {
+        search->step();
+      }
+      const Schedule scratch = simulate_within_budget(p, search->order(), "milp");
+      for (int r = 0; r < p.ranks; ++r) {
+        ASSERT_EQ(scratch.ranks[r].size(), search->schedule().ranks[r].size()) << "move " << i;
+        for (size_t k = 0; k < scratch.ranks[r].size(); ++k) {
+          const Action& a = search->schedule().ranks[r][k];
+          ASSERT_EQ(a.ref, scratch.ranks[r][k].ref) << "move " << i;
+          ASSERT_EQ(a.start, scratch.ranks[r][k].start) << "move " << i << " " << describe(a.ref);
+        }
+      }
+    }
+  }
+  EXPECT_GT(searches, 15);
 }
 
 TEST(LocalSearch, AKickKeepsTheOrderValidThoughSlower) {
