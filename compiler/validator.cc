@@ -24,6 +24,21 @@ std::string bytes_text(int64_t bytes) {
   return fmt::format("{} B ({:.3f} GiB)", bytes, bytes / 1073741824.0);
 }
 
+std::optional<Violation> check_memory(const Problem& problem, const Schedule& schedule) {
+  for (int r = 0; r < problem.ranks; ++r) {
+    const int64_t limit = problem.activation_budget(r);
+    for (const MemoryStep& step : memory_timeline(problem, schedule.ranks[r])) {
+      if (step.live_bytes > limit) {
+        return Violation{fmt::format("rank {}: memory {} at time {:.6g} ({}) exceeds the budget {}",
+                                     r, bytes_text(problem.static_bytes[r] + step.live_bytes),
+                                     step.time, describe(step.cause),
+                                     bytes_text(problem.budget_bytes[r]))};
+      }
+    }
+  }
+  return std::nullopt;
+}
+
 class Validation {
  public:
   Validation(const Problem& problem, const Schedule& schedule)
@@ -35,7 +50,7 @@ class Validation {
     if (auto v = check_dependencies()) return v;
     if (auto v = check_compute_overlap()) return v;
     if (auto v = check_channels()) return v;
-    return check_memory();
+    return check_memory(problem_, schedule_);
   }
 
  private:
@@ -191,21 +206,6 @@ class Validation {
     return std::nullopt;
   }
 
-  std::optional<Violation> check_memory() const {
-    for (int r = 0; r < problem_.ranks; ++r) {
-      const int64_t limit = problem_.activation_budget(r);
-      for (const MemoryStep& step : memory_timeline(problem_, schedule_.ranks[r])) {
-        if (step.live_bytes > limit) {
-          return violation(
-              fmt::format("rank {}: memory {} at time {:.6g} ({}) exceeds the budget {}", r,
-                          bytes_text(problem_.static_bytes[r] + step.live_bytes), step.time,
-                          describe(step.cause), bytes_text(problem_.budget_bytes[r])));
-        }
-      }
-    }
-    return std::nullopt;
-  }
-
   const Problem& problem_;
   const Schedule& schedule_;
   OpTable<int> count_;
@@ -220,6 +220,10 @@ bool at_or_before(double a, double b) {
 
 std::optional<Violation> validate(const Problem& problem, const Schedule& schedule) {
   return Validation(problem, schedule).run();
+}
+
+std::optional<Violation> validate_memory(const Problem& problem, const Schedule& schedule) {
+  return check_memory(problem, schedule);
 }
 
 }  // namespace optpipe

@@ -25,6 +25,8 @@ constexpr int kMaxReloadLead = 4;
 
 // The order timed by the simulator, allocations waiting for offloads, when it is free of deadlock
 // and within the budget. With `previous`, what starts before `unchanged_before` is taken from it.
+// Moves keep every op of a complete order listed once, and the simulator meets dependencies and
+// one op at a time by construction, so only memory needs checking.
 std::optional<Schedule> valid_timing(const Problem& problem, const Order& order,
                                      const Schedule* previous = nullptr,
                                      double unchanged_before = 0) {
@@ -32,7 +34,7 @@ std::optional<Schedule> valid_timing(const Problem& problem, const Order& order,
     Schedule schedule =
         previous ? simulate_within_budget(problem, order, "milp", *previous, unchanged_before)
                  : simulate_within_budget(problem, order, "milp");
-    if (validate(problem, schedule)) return std::nullopt;
+    if (validate_memory(problem, schedule)) return std::nullopt;
     return schedule;
   } catch (const Error&) {
     return std::nullopt;  // a move that makes ranks wait on each other
@@ -48,7 +50,7 @@ size_t position_of(const std::vector<OpRef>& refs, Op op, int stage, int mb) {
 
 std::optional<LocalSearch> LocalSearch::from(const Problem& problem, Order start, uint64_t seed) {
   std::optional<Schedule> schedule = valid_timing(problem, start);
-  if (!schedule) return std::nullopt;
+  if (!schedule || validate(problem, *schedule)) return std::nullopt;
   return LocalSearch(problem, std::move(start), std::move(*schedule), seed);
 }
 

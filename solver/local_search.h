@@ -5,9 +5,9 @@
 // offloaded (OFFLOAD right after its F, RELOAD a few actions before its backward) or recomputed (R
 // right before its backward), an offloaded or recomputed one is kept. The order is then timed by
 // the simulator, each allocation waiting for the offloads that make room for it
-// (simulate_within_budget), and kept when it validates and is no slower. Equal makespans are kept
-// too, so the search walks across the plateaus where most moves leave the critical path as it was:
-// an offload that frees memory pays only once a later swap lets an F use it.
+// (simulate_within_budget), and kept when it fits the budget and is no slower. Equal makespans are
+// kept too, so the search walks across the plateaus where most moves leave the critical path as it
+// was: an offload that frees memory pays only once a later swap lets an F use it.
 #pragma once
 
 #include <cstdint>
