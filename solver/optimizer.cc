@@ -3,7 +3,12 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <exception>
+#include <mutex>
+#include <thread>
+#include <vector>
 
 #include "compiler/simulator.h"
 #include "compiler/validator.h"
@@ -38,6 +43,28 @@ bool moves_activations(const Schedule& schedule) {
     }
   }
   return false;
+}
+
+// Runs work(w) for w = 0 .. workers - 1, each on its own thread (w = 0 on the caller's), and
+// rethrows the first exception any of them threw once all have ended.
+template <typename Work>
+void run_workers(int workers, const Work& work) {
+  std::exception_ptr failure;
+  std::mutex failure_mutex;
+  auto guarded = [&](int w) {
+    try {
+      work(w);
+    } catch (...) {
+      const std::lock_guard lock(failure_mutex);
+      if (!failure) failure = std::current_exception();
+    }
+  };
+  {
+    std::vector<std::jthread> threads;
+    for (int w = 1; w < workers; ++w) threads.emplace_back(guarded, w);
+    guarded(0);
+  }  // joined
+  if (failure) std::rethrow_exception(failure);
 }
 
 class Search {
@@ -114,10 +141,12 @@ class Search {
     offer(order, &not_before);
   }
 
-  // Keeps `candidate`, the timing of `order`, when it validates and beats the best.
+  // Keeps `candidate`, the timing of `order`, when it validates and beats the best. Workers call
+  // it at once: the check runs outside the lock, the exchange inside.
   bool offer(Schedule candidate, const Order& order) {
     if (validate(problem_, candidate)) return false;
     const Metrics metrics = compute_metrics(problem_, candidate);
+    const std::lock_guard lock(best_mutex_);
     if (metrics.makespan >= best_makespan_ - kImprovement) return false;
     best_ = candidate;
     best_makespan_ = metrics.makespan;
@@ -131,40 +160,60 @@ class Search {
   // AdaOffload's list scheduler under the neighbourhood of its policies
   // (heuristics/memory_policies.h) for up to `seconds`: where the order has to offload, it finds
   // better placements in that time than CBC, which then starts from the best.
+  // The workers take the policies in turn.
   void explore_offloading_policies(double seconds) {
     const double deadline = elapsed() + seconds;
-    for (ListPolicy& policy : offloading_policy_neighbourhood(problem_)) {
-      if (elapsed() >= deadline || proven_optimal()) return;
-      policy.abandon_above_makespan = best_makespan_;
-      std::optional<OffloadedSchedule> candidate = list_candidate(problem_, policy, "milp");
-      if (candidate && candidate->fits()) offer(std::move(candidate->schedule), candidate->order);
-    }
+    const std::vector<ListPolicy> policies = offloading_policy_neighbourhood(problem_);
+    std::atomic<size_t> next = 0;
+    run_workers(workers(), [&](int) {
+      for (size_t i = next++; i < policies.size(); i = next++) {
+        if (elapsed() >= deadline || proven_optimal()) return;
+        ListPolicy policy = policies[i];
+        policy.abandon_above_makespan = best_makespan_;
+        std::optional<OffloadedSchedule> candidate = list_candidate(problem_, policy, "milp");
+        if (candidate && candidate->fits()) {
+          offer(std::move(candidate->schedule), candidate->order);
+        }
+      }
+    });
   }
 
-  // The local search (solver/local_search.h) from the best order for up to `seconds`. When it
-  // stops finding shorter makespans it returns, or with `restarts` climbs again from the best
-  // order after a random kick (iterated local search). Each improvement is offered, so it becomes
-  // the start of what follows.
+  // The local search (solver/local_search.h) from the best order for up to `seconds`, one climb
+  // per worker, each with its own random moves. When a climb stops finding shorter makespans it
+  // returns, or with `restarts` climbs again from the best order after a random kick (iterated
+  // local search). Each improvement is offered, so it becomes the start of what follows.
   void climb(double seconds, bool restarts) {
     const double deadline = elapsed() + seconds;
     size_t actions = 0;
     for (const auto& refs : order_.ranks) actions += refs.size();
     const size_t patience = kPatiencePerAction * actions;
-    for (uint64_t round = 0;; ++round) {
-      std::optional<LocalSearch> search = LocalSearch::from(problem_, order_, kSearchSeed + round);
-      if (!search) return;  // the order re-timed does not reproduce a valid schedule
-      if (round > 0) search->perturb(kKickMoves);
-      for (size_t unsuccessful = 0; unsuccessful < patience; ++unsuccessful) {
-        if (elapsed() >= deadline || proven_optimal()) return;
-        if (!search->step()) continue;
-        unsuccessful = 0;
-        if (search->makespan() < best_makespan_ - kImprovement) {
-          offer(search->schedule(), search->order());
+    const int workers = this->workers();
+    run_workers(workers, [&](int worker) {
+      for (uint64_t round = 0;; ++round) {
+        std::optional<LocalSearch> search =
+            LocalSearch::from(problem_, best_order(), kSearchSeed + round * workers + worker);
+        if (!search) return;  // the order re-timed does not reproduce a valid schedule
+        if (round > 0) search->perturb(kKickMoves);
+        for (size_t unsuccessful = 0; unsuccessful < patience; ++unsuccessful) {
+          if (elapsed() >= deadline || proven_optimal()) return;
+          if (!search->step()) continue;
+          unsuccessful = 0;
+          if (search->makespan() < best_makespan_ - kImprovement) {
+            offer(search->schedule(), search->order());
+          }
         }
+        if (!restarts) return;
       }
-      if (!restarts) return;
-    }
+    });
   }
+
+  Order best_order() {
+    const std::lock_guard lock(best_mutex_);
+    return order_;
+  }
+
+  // Threads for the list policies and the local search: the option asks CBC for as many.
+  int workers() const { return std::max(1, options_.threads); }
 
   CbcOptions cbc_options(double limit) const {
     return {std::max(0.05, limit), options_.threads, options_.verbose};
@@ -188,7 +237,7 @@ class Search {
     stats_.bound = std::max(stats_.bound, result.bound);
     if (result.status == SolveStatus::kOptimal) {
       // Proven: nothing beats the optimum, whatever the simulator's re-timing gained on top.
-      stats_.bound = std::max(stats_.bound, std::min(result.objective, best_makespan_));
+      stats_.bound = std::max(stats_.bound, std::min(result.objective, best_makespan_.load()));
       stats_.status = "optimal";
     }
   }
@@ -254,8 +303,9 @@ class Search {
   const OptimizerOptions& options_;
   const ImprovementCallback& on_improvement_;
   std::chrono::steady_clock::time_point started_;
+  std::mutex best_mutex_;  // guards best_, improved_, order_ and current_ while workers run
   Schedule best_;
-  double best_makespan_ = 0;
+  std::atomic<double> best_makespan_ = 0;
   bool improved_ = false;
   Order order_;
   Schedule current_;

@@ -220,7 +220,9 @@ CommandRunner add_compile_command(CLI::App& app) {
   app.add_option("--time-limit", args->time_limit_seconds,
                  "Seconds the optimiser may run (auto, milp; default 60, 0 skips it)")
       ->check(CLI::NonNegativeNumber);
-  app.add_option("--threads", args->threads, "CBC threads (default 0: serial)")
+  app.add_option("--threads", args->threads,
+                 "Optimiser threads: list policies and local search workers, and CBC's threads "
+                 "(default 0: serial)")
       ->check(CLI::Range(0, 256));
   app.add_flag("--verbose", args->verbose, "Show CBC's log");
   app.add_option("--cache", args->cache_dir,
