@@ -1,8 +1,8 @@
 // The optimiser (DESIGN.md §6, docs/solver.md): improves a seed schedule with the neighbourhood
-// of AdaOffload's list policies, then with CBC. Small problems are solved whole, which proves a
-// lower bound; larger ones are improved by re-optimising windows of microbatches with the rest of
-// the order kept. Each result is re-timed by the simulator and kept only when it validates and is
-// faster.
+// of AdaOffload's list policies and a local search, then with CBC. Small problems are solved whole,
+// which proves a lower bound; larger ones are improved by re-optimising windows of microbatches
+// with the rest of the order kept. Each result is re-timed by the simulator and kept only when it
+// validates and is faster.
 #pragma once
 
 #include <functional>
@@ -17,6 +17,7 @@ namespace optpipe {
 
 struct OptimizerOptions {
   double time_limit_seconds = 60;
+  // Workers for the list policies and the local search, and CBC's threads; 0 or 1: serial.
   int threads = 0;
   bool verbose = false;
   // Solve the whole order as one MILP, keep / offload / recompute per activation included, when
