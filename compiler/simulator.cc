@@ -234,12 +234,16 @@ class Simulation {
     return predecessors(problem_, ref, form, offloaded, recomputed);
   }
 
-  // Earliest start allowed by dependencies, or NaN while one of them has not been timed.
-  double ready_time(const OpRef& ref) const {
+  // Earliest start allowed by dependencies, or NaN while one of them has not been timed (then
+  // `blocker`, when given, is set to it).
+  double ready_time(const OpRef& ref, OpRef* blocker = nullptr) const {
     double ready = not_before_ ? (*not_before_)[ref] : 0.0;
     for (const Predecessor& p : predecessors_of(ref)) {
       const double pred_end = end_[p.pred];
-      if (std::isnan(pred_end)) return kNotDone;
+      if (std::isnan(pred_end)) {
+        if (blocker) *blocker = p.pred;
+        return kNotDone;
+      }
       ready = std::max(ready, pred_end + p.lag);
     }
     return ready;
@@ -250,19 +254,9 @@ class Simulation {
   // answer stays NaN. Once all its predecessors are timed its ready time no longer changes.
   double head_ready_time(int rank, int queue, const OpRef& head) const {
     HeadReady& cached = head_ready_[slot_base_[rank] + 1 + queue];
-    if (cached.head == head && (!std::isnan(cached.ready) || std::isnan(end_[cached.blocker]))) {
-      return cached.ready;
-    }
-    cached.head = head;
-    cached.ready = not_before_ ? (*not_before_)[head] : 0.0;
-    for (const Predecessor& p : predecessors_of(head)) {
-      const double pred_end = end_[p.pred];
-      if (std::isnan(pred_end)) {
-        cached.blocker = p.pred;
-        cached.ready = kNotDone;
-        break;
-      }
-      cached.ready = std::max(cached.ready, pred_end + p.lag);
+    if (cached.head != head || (std::isnan(cached.ready) && !std::isnan(end_[cached.blocker]))) {
+      cached.head = head;
+      cached.ready = ready_time(head, &cached.blocker);
     }
     return cached.ready;
   }
@@ -276,7 +270,7 @@ class Simulation {
       if (next_[rank] >= refs.size()) return kNotDone;
       const OpRef& ref = refs[next_[rank]];
       return fenced(
-          rank, ref,
+          rank, -1, ref,
           std::max(head_ready_time(rank, -1, ref), compute_free_[rank]));  // NaN stays NaN
     }
     const auto& pending = queues_[rank][queue];
@@ -284,7 +278,7 @@ class Simulation {
     const double ready = head_ready_time(rank, queue, pending.front().ref);
     if (std::isnan(ready)) return kNotDone;
     return fenced(
-        rank, pending.front().ref,
+        rank, queue, pending.front().ref,
         std::max({ready, pending.front().issue_time, channel_free_[queue_channel_[rank][queue]]}));
   }
 
@@ -297,15 +291,14 @@ class Simulation {
   // first timed offload that frees enough, or, when that is not enough, until the offloads queued
   // on the rank have been timed (NaN; a RELOAD does not count those behind it in its own queue).
   // What nothing can fit starts at `start`, as without the fence (the validator rejects it).
-  double fenced(int rank, const OpRef& ref, double start) const {
+  // `queue` is the slot `ref` heads: -1 for the compute stream.
+  double fenced(int rank, int queue, const OpRef& ref, double start) const {
     if (fences_.empty() || std::isnan(start)) return start;
     const int64_t bytes = memory_effect_of(ref).allocated_at_start;
     if (bytes == 0) return start;
     const MemoryFence& fence = fences_[rank];
     if (const std::optional<double> fit = fence.earliest_fit(start, bytes)) return *fit;
-    const int own_queue =
-        is_transfer(ref.op) ? queue_of(rank, channel_of(problem_, rank, ref.op)) : -1;
-    if (fence.shortfall(start, bytes) <= queued_offload_bytes(rank, own_queue)) return kNotDone;
+    if (fence.shortfall(start, bytes) <= queued_offload_bytes(rank, queue)) return kNotDone;
     return start;
   }
 

@@ -24,10 +24,9 @@ Schedule simulate(const Problem& problem, const Order& order, const std::string&
 // As simulate(), with the runtime shim's memory fence: an allocation (F, R or RELOAD) that would
 // take its rank over the budget waits for the end of the rank's first offload after which it
 // fits, where one will (offloads still queued on the rank's channels count, but for a RELOAD not
-// those behind it in its own queue). What no
-// offload can make fit starts as simulate() would start it, and validate() rejects it. So a rank
-// may wait for an offload instead of listing other work in between. An order that simulate()
-// times within the budget is timed the same.
+// those behind it in its own queue). What no offload can make fit starts as simulate() would
+// start it, and validate() rejects it. So a rank may wait for an offload instead of listing other
+// work in between. An order that simulate() times within the budget is timed the same.
 Schedule simulate_within_budget(const Problem& problem, const Order& order,
                                 const std::string& method);
 

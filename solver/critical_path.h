@@ -1,8 +1,9 @@
 // The critical path of a timed schedule (docs/solver.md, The search): walking back from the
 // action that ends last, each action's start is set by a dependency, by its rank's previous
-// compute op, or, under the memory fence, by the end of an offload that made room for it. The
-// local search reorders the pairs of compute ops that meet on it, the moves that can shorten the
-// makespan (as in job-shop scheduling, where only swaps on a critical block can).
+// compute op, under the memory fence by the end of an offload that made room for it, or, for a
+// transfer, by the compute op after which it was issued or the transfer before it on its channel.
+// The local search reorders the pairs of compute ops that meet on it, the moves that can shorten
+// the makespan (as in job-shop scheduling, where only swaps on a critical block can).
 #pragma once
 
 #include <vector>
