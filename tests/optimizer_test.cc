@@ -234,7 +234,7 @@ TEST(Optimizer, MixingKeepOffloadAndRecomputeBeatsEachAlone) {
 // activations can only move through the list policies around AdaOffload's and the local search
 // (T_F = 1, T_B = 1.1, T_W = 0.9, A = 1000 with 900 offloadable, a round trip of 1.8, room for 3
 // activations).
-TEST(Optimizer, LocalSearchBeatsAdaOffloadWhereTheMilpIsTooLarge) {
+Problem offloading_vshape_problem() {
   UniformCosts costs;
   costs.backward_input = 1.1;
   costs.backward_weight = 0.9;
@@ -243,6 +243,11 @@ TEST(Optimizer, LocalSearchBeatsAdaOffloadWhereTheMilpIsTooLarge) {
   for (StageCosts& s : p.stages) s.offloadable_bytes = 900;
   p.offload = OffloadLink{1000, 1000, ChannelMode::kDuplex, {0, 0, 1, 1}};
   for (int r = 0; r < p.ranks; ++r) p.budget_bytes[r] = p.static_bytes[r] + 3000;
+  return p;
+}
+
+TEST(Optimizer, LocalSearchBeatsAdaOffloadWhereTheMilpIsTooLarge) {
+  const Problem p = offloading_vshape_problem();
   const testing::TimedSchedule seed = run_generator("adaoffload", p);
   ASSERT_FALSE(validate(p, seed.schedule));
   ASSERT_GT(count_ops(seed.schedule, Op::kOffload), 0);
@@ -266,14 +271,7 @@ TEST(Optimizer, LocalSearchBeatsAdaOffloadWhereTheMilpIsTooLarge) {
 // and exchange their best under a lock, so incumbents arrive one at a time, each valid and
 // shorter than the one before, and the result is the last of them.
 TEST(Optimizer, WorkersReportEachBetterScheduleOnceAndInTurn) {
-  UniformCosts costs;
-  costs.backward_input = 1.1;
-  costs.backward_weight = 0.9;
-  costs.weight_grad_bytes = 200;
-  Problem p = uniform_problem(4, 2, 8, costs, PlacementKind::kVShape, 0.05);
-  for (StageCosts& s : p.stages) s.offloadable_bytes = 900;
-  p.offload = OffloadLink{1000, 1000, ChannelMode::kDuplex, {0, 0, 1, 1}};
-  for (int r = 0; r < p.ranks; ++r) p.budget_bytes[r] = p.static_bytes[r] + 3000;
+  const Problem p = offloading_vshape_problem();
   const testing::TimedSchedule seed = run_generator("adaoffload", p);
   OptimizerOptions options;
   options.time_limit_seconds = 2;
