@@ -1,5 +1,6 @@
 // Runs the methods of one benchmark case and measures them: every registered generator on every
-// layout that it supports, then the optimiser seeded by the best schedule that fits.
+// layout that it supports, then the optimiser on every layout, seeded by that layout's best
+// schedule that fits.
 #pragma once
 
 #include <cstdint>
@@ -34,7 +35,7 @@ struct MethodResult {
   int recomputes = 0;
   double seconds = 0;         // wall clock: build + simulate + validate (milp: the optimiser)
   std::string solver_status;  // milp only
-  std::string label() const;  // "zb-v/vshape", "milp@2s"
+  std::string label() const;  // "zb-v/vshape", "milp@2s/loop2"
 };
 
 struct CaseResult {
@@ -43,8 +44,8 @@ struct CaseResult {
   double budget_fraction = 0;
   std::vector<int64_t> budget_bytes;
   std::vector<MethodResult> generators;
-  std::vector<MethodResult> optimizer;  // one per time limit
-  int seed = -1;           // index in generators of the optimiser's seed, -1 when none fits
+  std::vector<MethodResult> optimizer;  // per time limit, one per layout where a generator fits
+  int seed = -1;           // index in generators of the fastest that fits, -1 when none does
   int best_baseline = -1;  // index of the fastest published baseline that fits
   int adaoffload = -1;     // index of the fastest adaoffload (over layouts) that fits
 };

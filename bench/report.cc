@@ -15,12 +15,17 @@ const MethodResult* at(const CaseResult& c, int index) {
   return index < 0 ? nullptr : &c.generators[index];
 }
 
-// The optimiser's result with the longest time limit, or nullptr.
+// The optimiser's fastest result, over the layouts, at its longest time limit, or nullptr.
 const MethodResult* final_optimizer(const CaseResult& c) {
-  for (auto it = c.optimizer.rbegin(); it != c.optimizer.rend(); ++it) {
-    if (it->error.empty()) return &*it;
+  const MethodResult* best = nullptr;
+  for (const MethodResult& r : c.optimizer) {
+    if (!r.error.empty() || !r.feasible) continue;
+    if (!best || r.time_limit_seconds > best->time_limit_seconds ||
+        (r.time_limit_seconds == best->time_limit_seconds && r.makespan < best->makespan)) {
+      best = &r;
+    }
   }
-  return nullptr;
+  return best;
 }
 
 std::string cell(const MethodResult* r) {
@@ -76,8 +81,8 @@ std::string summary_table(const std::vector<CaseResult>& cases) {
         cell(at(c, c.best_baseline)),
         at(c, c.adaoffload) ? fmt::format("{:.1f}", at(c, c.adaoffload)->makespan) : "—",
         seed ? fmt::format("{} {:.1f}", seed->label(), seed->makespan) : "none fits",
-        milp ? fmt::format("{:.1f} ({:.1f}%) {:.1f} s", milp->makespan, 100 * milp->idle_fraction,
-                           milp->seconds)
+        milp ? fmt::format("{:.1f} ({:.1f}%) {} {:.1f} s", milp->makespan,
+                           100 * milp->idle_fraction, milp->variant, milp->seconds)
              : "—",
         milp ? milp->solver_status : "—", milp ? fmt::format("{:.1f}", milp->lower_bound) : "—",
         milp ? fmt::format("{:.1f}%", 100 * milp->gap)
