@@ -6,32 +6,21 @@
 #include "compiler/memory_bound.h"
 #include "compiler/memory_timeline.h"
 #include "compiler/microbatch_paths.h"
+#include "compiler/sequencing_bound.h"
 
 namespace optpipe {
 
 namespace {
 
-// The longest of (earliest start of a rank's first F + its work) and one microbatch's critical
-// path: all F, all B back, then W of stage 0.
-double work_and_path_bound(const Problem& problem) {
-  const MicrobatchPaths paths = microbatch_paths(problem);
-  std::vector<double> first_start(problem.ranks, std::numeric_limits<double>::infinity());
-  std::vector<double> work(problem.ranks, 0.0);
-  for (int s = 0; s < problem.num_stages(); ++s) {
-    const int r = problem.rank_of_stage[s];
-    const StageCosts& c = problem.stages[s];
-    first_start[r] = std::min(first_start[r], paths.forward_offset[s]);
-    work[r] += problem.microbatches * (c.forward + c.backward_input + c.backward_weight);
-  }
-  double bound = paths.round_trip[0] + problem.stages[0].backward_weight;
-  for (int r = 0; r < problem.ranks; ++r) bound = std::max(bound, first_start[r] + work[r]);
-  return bound;
+// One microbatch's critical path: all F, all B back, then W of stage 0.
+double critical_path_bound(const Problem& problem) {
+  return microbatch_paths(problem).round_trip[0] + problem.stages[0].backward_weight;
 }
 
 }  // namespace
 
 double makespan_lower_bound(const Problem& problem) {
-  return std::max(work_and_path_bound(problem), memory_bound(problem));
+  return std::max({critical_path_bound(problem), sequencing_bound(problem), memory_bound(problem)});
 }
 
 Metrics compute_metrics(const Problem& problem, const Schedule& schedule) {

@@ -34,8 +34,9 @@ Metrics compute_metrics(const Problem& problem, const Schedule& schedule);
 void raise_lower_bound(Metrics& metrics, double bound);
 
 // A makespan no schedule within the budget can beat (docs/semantics.md, Metrics: lower_bound):
-// the longest of (earliest start of a rank's first op + its work), one microbatch's critical path
-// through all stages and back, and memory_bound (compiler/memory_bound.h).
+// the longest of one microbatch's critical path through all stages and back, sequencing_bound
+// (compiler/sequencing_bound.h: each rank's ops between their heads and tails) and memory_bound
+// (compiler/memory_bound.h).
 double makespan_lower_bound(const Problem& problem);
 
 }  // namespace optpipe

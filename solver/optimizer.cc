@@ -10,6 +10,7 @@
 #include <thread>
 #include <vector>
 
+#include "compiler/sequencing_bound.h"
 #include "compiler/simulator.h"
 #include "compiler/validator.h"
 #include "heuristics/memory_policies.h"
@@ -287,7 +288,11 @@ class Search {
     return true;
   }
 
-  bool proven_optimal() const { return best_makespan_ <= stats_.bound + kImprovement; }
+  // The bound is rounded down (compiler/sequencing_bound.h), so a schedule that meets it may lie
+  // a few last bits above it.
+  bool proven_optimal() const {
+    return best_makespan_ <= stats_.bound * (1 + 10 * kRoundingMargin) + kImprovement;
+  }
 
   OptimizeResult finish() {
     if (stats_.status.empty()) {

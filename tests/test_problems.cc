@@ -1,10 +1,14 @@
 #include "tests/test_problems.h"
 
 #include <algorithm>
+#include <functional>
+#include <limits>
 #include <numeric>
 #include <stdexcept>
 
+#include "compiler/errors.h"
 #include "compiler/simulator.h"
+#include "compiler/validator.h"
 #include "heuristics/classic.h"
 #include "heuristics/registry.h"
 
@@ -119,6 +123,51 @@ Order recompute_all(Order order) {
 Schedule recomputing_1f1b(Problem& problem, int64_t checkpoint_bytes) {
   for (StageCosts& stage : problem.stages) stage.checkpoint_bytes = checkpoint_bytes;
   return simulate(problem, recompute_all(one_f_one_b_order(problem)), "1f1b+recompute");
+}
+
+double exhaustive_optimum(const Problem& problem, bool fifo) {
+  std::vector<std::vector<std::vector<OpRef>>> per_rank;  // all orders of each rank
+  for (int r = 0; r < problem.ranks; ++r) {
+    const int stage = problem.stages_of_rank(r).front();
+    std::vector<std::vector<OpRef>> orders;
+    std::vector<OpRef> current;
+    std::vector<int> done(problem.microbatches, 0);  // 0 none, 1 F, 2 F+B, 3 all
+    std::function<void()> extend = [&] {
+      if (static_cast<int>(current.size()) == 3 * problem.microbatches) {
+        orders.push_back(current);
+        return;
+      }
+      for (int j = 0; j < problem.microbatches; ++j) {
+        if (done[j] == 3) continue;
+        if (fifo && j > 0 && done[j - 1] <= done[j]) continue;  // j-1 must be ahead of j
+        const Op op = done[j] == 0   ? Op::kForward
+                      : done[j] == 1 ? Op::kBackwardInput
+                                     : Op::kBackwardWeight;
+        current.push_back({op, stage, j});
+        ++done[j];
+        extend();
+        --done[j];
+        current.pop_back();
+      }
+    };
+    extend();
+    per_rank.push_back(std::move(orders));
+  }
+  double best = std::numeric_limits<double>::infinity();
+  std::vector<size_t> pick(problem.ranks, 0);
+  while (true) {
+    Order order;
+    for (int r = 0; r < problem.ranks; ++r) order.ranks.push_back(per_rank[r][pick[r]]);
+    try {
+      const Schedule s = simulate(problem, order, "exhaustive");
+      if (!validate(problem, s)) best = std::min(best, compute_metrics(problem, s).makespan);
+    } catch (const DeadlockError&) {
+    }
+    int r = 0;
+    while (r < problem.ranks && ++pick[r] == per_rank[r].size()) pick[r++] = 0;
+    if (r == problem.ranks) break;
+  }
+  return best;
 }
 
 }  // namespace optpipe::testing

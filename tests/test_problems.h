@@ -48,4 +48,9 @@ Order recompute_all(Order order);
 // (as long as F) right before its backward.
 Schedule recomputing_1f1b(Problem& problem, int64_t checkpoint_bytes);
 
+// The best makespan over every per-rank interleaving of split F/B/W ops that keeps each
+// microbatch's F before its B before its W (and, with `fifo`, same-type ops in microbatch order),
+// within the budget, for v = 1. Orders that deadlock are skipped. Exponential: R <= 3, m <= 4.
+double exhaustive_optimum(const Problem& problem, bool fifo);
+
 }  // namespace optpipe::testing

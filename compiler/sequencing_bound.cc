@@ -1,0 +1,146 @@
+#include "compiler/sequencing_bound.h"
+
+#include <algorithm>
+#include <limits>
+#include <queue>
+#include <vector>
+
+#include "compiler/microbatch_paths.h"
+
+namespace optpipe {
+
+namespace {
+
+// One op of a rank, as the relaxation sees it: it cannot start before `head` (from the
+// schedule's first start) and the schedule runs at least `tail` after it ends.
+struct Job {
+  double head;
+  double duration;
+  double tail;
+};
+
+// base + k · step: a head or a tail of the k-th op of a family.
+struct Linear {
+  double base;
+  double step;
+  double at(int k) const { return base + k * step; }
+};
+
+// The ops of one type on one stage, in the order they start (on one rank they never overlap,
+// so that is also the order they end). Along a path of one microbatch's ops to (from) them, the
+// k-th (from 0) starts at least base + k · step after the schedule's first start (ends at least
+// base + k · step before its end from the last), with base the path's least length and step its
+// longest op: k + 1 microbatches take turns at that op, the family's own included. A tail takes
+// the longer of two paths: down to W(0), or to the stage's own W.
+struct OpFamily {
+  double duration;
+  Linear head;
+  Linear tail_via_stage_zero;
+  Linear tail_via_own_weight;
+};
+
+double longest(const std::vector<double>& durations, int from, int to) {  // [from, to)
+  double most = 0;
+  for (int s = from; s < to; ++s) most = std::max(most, durations[s]);
+  return most;
+}
+
+// Per stage: F, B and W with heads and tails from one microbatch's paths (docs/semantics.md).
+std::vector<std::vector<OpFamily>> op_families(const Problem& problem) {
+  const int stages = problem.num_stages();
+  const MicrobatchPaths paths = microbatch_paths(problem);
+  std::vector<double> f(stages), b(stages), w(stages);
+  for (int s = 0; s < stages; ++s) {
+    f[s] = problem.stages[s].forward;
+    b[s] = problem.stages[s].backward_input;
+    w[s] = problem.stages[s].backward_weight;
+  }
+  std::vector<std::vector<OpFamily>> families(stages);
+  for (int s = 0; s < stages; ++s) {
+    // From F(0): the forwards up to s; for B(s) and W(s) all forwards and the backwards from the
+    // last stage back to s.
+    const double backward_start = paths.forward_offset[s] + paths.round_trip[s] - b[s];
+    const double backwards_to_s = longest(b, s, stages);
+    const Linear forward_head{paths.forward_offset[s], longest(f, 0, s + 1)};
+    const Linear backward_head{backward_start, std::max(longest(f, 0, stages), backwards_to_s)};
+    // To the end: after B(s) the backwards below s and W(0), or W(s); after F(s) first the
+    // forwards above s and the backwards from the last stage back to s.
+    const double after_forward = paths.round_trip[s] - f[s];      // to the end of B(s)
+    const double after_backward = paths.backward_tail[s] - b[s];  // to the end of W(0)
+    const double forwards_above = longest(f, s + 1, stages);
+    const double below_and_w0 = std::max(longest(b, 0, s), w[0]);
+    families[s] = {
+        {f[s], forward_head,
+         {after_forward + after_backward,
+          std::max({f[s], forwards_above, backwards_to_s, below_and_w0})},
+         {after_forward + w[s], std::max({f[s], forwards_above, backwards_to_s, w[s]})}},
+        {b[s], backward_head,
+         {after_backward, std::max(b[s], below_and_w0)},
+         {w[s], std::max(b[s], w[s])}},
+        {w[s], {backward_start + b[s], std::max(backward_head.step, w[s])}, {0, w[s]}, {0, w[s]}},
+    };
+  }
+  return families;
+}
+
+// Jackson's preemptive schedule: at every moment run the released job with the longest tail.
+// Its largest end + tail is the least makespan of the one-machine relaxation with preemption,
+// so no schedule of these jobs, preemptive or not, is shorter.
+double jackson_preemptive_bound(std::vector<Job> jobs) {
+  std::sort(jobs.begin(), jobs.end(), [](const Job& a, const Job& b) { return a.head < b.head; });
+  struct Running {
+    double tail;
+    double remaining;
+    bool operator<(const Running& o) const { return tail < o.tail; }
+  };
+  std::priority_queue<Running> released;
+  double now = 0;
+  double bound = 0;
+  size_t next = 0;
+  while (next < jobs.size() || !released.empty()) {
+    if (released.empty()) now = std::max(now, jobs[next].head);
+    for (; next < jobs.size() && jobs[next].head <= now; ++next) {
+      released.push({jobs[next].tail, jobs[next].duration});
+    }
+    Running job = released.top();
+    released.pop();
+    const double next_release =
+        next < jobs.size() ? jobs[next].head : std::numeric_limits<double>::infinity();
+    if (now + job.remaining > next_release) {  // preempted (or not) when the next job arrives
+      job.remaining -= next_release - now;
+      now = next_release;
+      released.push(job);
+    } else {
+      now += job.remaining;
+      bound = std::max(bound, now + job.tail);
+    }
+  }
+  return bound;
+}
+
+}  // namespace
+
+double sequencing_bound(const Problem& problem) {
+  const std::vector<std::vector<OpFamily>> families = op_families(problem);
+  const int m = problem.microbatches;
+  double bound = 0;
+  for (int r = 0; r < problem.ranks; ++r) {
+    std::vector<Job> jobs;
+    for (int s : problem.stages_of_rank(r)) {
+      for (const OpFamily& family : families[s]) {
+        for (int k = 0; k < m; ++k) {
+          const int from_last = m - 1 - k;
+          jobs.push_back({family.head.at(k), family.duration,
+                          std::max(family.tail_via_stage_zero.at(from_last),
+                                   family.tail_via_own_weight.at(from_last))});
+        }
+      }
+    }
+    bound = std::max(bound, jackson_preemptive_bound(std::move(jobs)));
+  }
+  // The simulator adds the same durations in another order: round down past the last bits in
+  // which the two sums may differ, so a schedule that meets the bound never falls below it.
+  return bound * (1 - kRoundingMargin);
+}
+
+}  // namespace optpipe

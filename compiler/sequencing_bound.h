@@ -1,0 +1,20 @@
+// A makespan lower bound from each rank's sequencing (docs/semantics.md, Metrics: lower_bound):
+// a rank runs one op at a time, no op can start before its dependencies let it, and after it
+// ends its microbatch still has the ops down the pipeline to run. The bound relaxes each rank to
+// one machine whose jobs have release times (heads) and delivery times (tails), and solves that
+// relaxation exactly with preemption allowed (Jackson's preemptive schedule).
+#pragma once
+
+#include "compiler/problem.h"
+
+namespace optpipe {
+
+// What the bound is rounded down by, relative: floating-point sums of the same durations in
+// another order differ in their last bits.
+inline constexpr double kRoundingMargin = 1e-13;
+
+// The largest, over the ranks, least makespan of the rank's F, B and W ops with these heads and
+// tails; memory is not looked at. Every schedule has a makespan of at least this.
+double sequencing_bound(const Problem& problem);
+
+}  // namespace optpipe
