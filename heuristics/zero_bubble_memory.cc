@@ -4,10 +4,10 @@
 #include <limits>
 
 #include "compiler/errors.h"
-#include "compiler/metrics.h"
 #include "compiler/simulator.h"
 #include "compiler/validator.h"
 #include "heuristics/list_scheduler.h"
+#include "heuristics/offload_placement.h"
 #include "heuristics/vshape_patterns.h"
 
 namespace optpipe {
@@ -160,8 +160,7 @@ Order vshape_order(const Problem& problem, VShapeVariant variant) {
   size_t best = 0;
   double best_makespan = 0;
   for (size_t i = 0; i < candidates.size(); ++i) {
-    const double makespan =
-        compute_metrics(problem, simulate(problem, candidates[i], "v-shape candidate")).makespan;
+    const double makespan = makespan_of(simulate(problem, candidates[i], "v-shape candidate"));
     if (i == 0 || makespan < best_makespan) {
       best = i;
       best_makespan = makespan;

@@ -14,6 +14,7 @@
 #include "compiler/simulator.h"
 #include "compiler/validator.h"
 #include "heuristics/memory_policies.h"
+#include "heuristics/offload_placement.h"
 #include "solver/cbc_backend.h"
 #include "solver/local_search.h"
 #include "solver/order_model.h"
@@ -145,6 +146,7 @@ class Search {
   // Keeps `candidate`, the timing of `order`, when it validates and beats the best. Workers call
   // it at once: the check runs outside the lock, the exchange inside.
   bool offer(Schedule candidate, const Order& order) {
+    if (makespan_of(candidate) >= best_makespan_ - kImprovement) return false;  // cheap first
     if (validate(problem_, candidate)) return false;
     const Metrics metrics = compute_metrics(problem_, candidate);
     const std::lock_guard lock(best_mutex_);
