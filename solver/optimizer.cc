@@ -6,6 +6,7 @@
 #include <atomic>
 #include <chrono>
 #include <exception>
+#include <limits>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -30,11 +31,14 @@ constexpr double kImprovement = 1e-9;
 constexpr double kPolicyShare = 0.5;
 constexpr double kSearchShare = 0.5;
 constexpr uint64_t kSearchSeed = 20261123;
-// The local search gives up after this many moves per action without a shorter makespan: small
-// orders are then left to CBC at once.
+// A climb of the local search gives up after this many moves per action without a shorter
+// makespan.
 constexpr size_t kPatiencePerAction = 50;
 // Random moves that kick a stalled local search out of its local optimum.
 constexpr int kKickMoves = 20;
+// Where CBC follows, a worker hands over after this many kicked climbs in a row that found
+// nothing shorter than the best (where nothing follows, it climbs until the time is up).
+constexpr int kStalledRoundsBeforeCbc = 20;
 
 // Offload and recompute actions: CBC windows keep them, so only the whole-order model, the list
 // policies and the local search change them.
@@ -97,7 +101,8 @@ class Search {
     const bool whole = ops <= static_cast<size_t>(options_.max_ops_for_whole_model);
     if (options_.local_search) {
       const bool cbc_follows = whole || !moves;
-      climb(cbc_follows ? kSearchShare * remaining() : remaining(), !cbc_follows);
+      climb(cbc_follows ? kSearchShare * remaining() : remaining(),
+            cbc_follows ? kStalledRoundsBeforeCbc : std::numeric_limits<int>::max());
       if (proven_optimal()) return finish();
     }
     if (whole) {
@@ -183,16 +188,19 @@ class Search {
 
   // The local search (solver/local_search.h) from the best order for up to `seconds`, one climb
   // per worker, each with its own random moves. When a climb stops finding shorter makespans it
-  // returns, or with `restarts` climbs again from the best order after a random kick (iterated
-  // local search). Each improvement is offered, so it becomes the start of what follows.
-  void climb(double seconds, bool restarts) {
+  // climbs again from the best order after a random kick (iterated local search), until
+  // `stalled_rounds` climbs in a row found nothing shorter than the best. Each improvement is
+  // offered, so it becomes the start of what follows.
+  void climb(double seconds, int stalled_rounds) {
     const double deadline = elapsed() + seconds;
     size_t actions = 0;
     for (const auto& refs : order_.ranks) actions += refs.size();
     const size_t patience = kPatiencePerAction * actions;
     const int workers = this->workers();
     run_workers(workers, [&](int worker) {
-      for (uint64_t round = 0;; ++round) {
+      for (uint64_t round = 0, stalled = 0; stalled < static_cast<uint64_t>(stalled_rounds);
+           ++round) {
+        const double best_before = best_makespan_;
         std::optional<LocalSearch> search =
             LocalSearch::from(problem_, best_order(), kSearchSeed + round * workers + worker);
         if (!search) return;  // the order re-timed does not reproduce a valid schedule
@@ -205,7 +213,7 @@ class Search {
             offer(search->schedule(), search->order());
           }
         }
-        if (!restarts) return;
+        stalled = best_makespan_ < best_before - kImprovement ? 0 : stalled + 1;
       }
     });
   }
