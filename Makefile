@@ -5,6 +5,8 @@ JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 DEMO_PROFILE ?= examples/gpt-8rank.json
 DEMO_TIME_LIMIT ?= 10
+# A second demo budget where memory binds, so the optimiser has work to do.
+DEMO_TIGHT_BUDGET ?= 55GiB
 BENCH_BUILD_DIR ?= build-release
 
 .PHONY: all deps build test demo bench asan clean format
@@ -25,6 +27,8 @@ test: build
 
 demo: build
 	$(BUILD_DIR)/bin/optpipe-compile $(DEMO_PROFILE) --time-limit $(DEMO_TIME_LIMIT) -o $(BUILD_DIR)/demo-schedule.json
+	$(BUILD_DIR)/bin/optpipe-compile $(DEMO_PROFILE) --time-limit $(DEMO_TIME_LIMIT) --threads 2 \
+	  --memory-budget $(DEMO_TIGHT_BUDGET) -o $(BUILD_DIR)/demo-schedule-tight.json
 
 # Benchmark harness, quick suite (docs/benchmarks.md), from its own Release build; about 2 minutes.
 bench: deps
