@@ -24,21 +24,6 @@ std::string bytes_text(int64_t bytes) {
   return fmt::format("{} B ({:.3f} GiB)", bytes, bytes / 1073741824.0);
 }
 
-std::optional<Violation> check_memory(const Problem& problem, const Schedule& schedule) {
-  for (int r = 0; r < problem.ranks; ++r) {
-    const int64_t limit = problem.activation_budget(r);
-    for (const MemoryStep& step : memory_timeline(problem, schedule.ranks[r])) {
-      if (step.live_bytes > limit) {
-        return Violation{fmt::format("rank {}: memory {} at time {:.6g} ({}) exceeds the budget {}",
-                                     r, bytes_text(problem.static_bytes[r] + step.live_bytes),
-                                     step.time, describe(step.cause),
-                                     bytes_text(problem.budget_bytes[r]))};
-      }
-    }
-  }
-  return std::nullopt;
-}
-
 class Validation {
  public:
   Validation(const Problem& problem, const Schedule& schedule)
@@ -50,7 +35,7 @@ class Validation {
     if (auto v = check_dependencies()) return v;
     if (auto v = check_compute_overlap()) return v;
     if (auto v = check_channels()) return v;
-    return check_memory(problem_, schedule_);
+    return validate_memory(problem_, schedule_);
   }
 
  private:
@@ -223,7 +208,18 @@ std::optional<Violation> validate(const Problem& problem, const Schedule& schedu
 }
 
 std::optional<Violation> validate_memory(const Problem& problem, const Schedule& schedule) {
-  return check_memory(problem, schedule);
+  for (int r = 0; r < problem.ranks; ++r) {
+    const int64_t limit = problem.activation_budget(r);
+    for (const MemoryStep& step : memory_timeline(problem, schedule.ranks[r])) {
+      if (step.live_bytes > limit) {
+        return Violation{fmt::format("rank {}: memory {} at time {:.6g} ({}) exceeds the budget {}",
+                                     r, bytes_text(problem.static_bytes[r] + step.live_bytes),
+                                     step.time, describe(step.cause),
+                                     bytes_text(problem.budget_bytes[r]))};
+      }
+    }
+  }
+  return std::nullopt;
 }
 
 }  // namespace optpipe
