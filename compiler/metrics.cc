@@ -24,6 +24,10 @@ double makespan_lower_bound(const Problem& problem) {
 }
 
 Metrics compute_metrics(const Problem& problem, const Schedule& schedule) {
+  return compute_metrics(problem, schedule, makespan_lower_bound(problem));
+}
+
+Metrics compute_metrics(const Problem& problem, const Schedule& schedule, double lower_bound) {
   Metrics m;
   double first = std::numeric_limits<double>::infinity();
   double last = 0;
@@ -59,7 +63,7 @@ Metrics compute_metrics(const Problem& problem, const Schedule& schedule) {
   m.idle_fraction = m.makespan > 0 ? 1 - total_busy / (problem.ranks * m.makespan) : 0;
   m.bubble_rate = m.span > 0 ? (m.span - longest->busy) / m.span : 0;
   m.lower_bound = 0;
-  raise_lower_bound(m, makespan_lower_bound(problem));
+  raise_lower_bound(m, lower_bound);
   return m;
 }
 

@@ -84,7 +84,7 @@ class Search {
 
   OptimizeResult run(const Schedule& seed) {
     best_ = seed;
-    best_makespan_ = compute_metrics(problem_, seed).makespan;
+    best_makespan_ = makespan_of(seed);
     stats_.bound = makespan_lower_bound(problem_);
     if (proven_optimal()) return finish();  // the seed meets the lower bound
     if (options_.local_search) {
@@ -153,7 +153,7 @@ class Search {
   bool offer(Schedule candidate, const Order& order) {
     if (makespan_of(candidate) >= best_makespan_ - kImprovement) return false;  // cheap first
     if (validate(problem_, candidate)) return false;
-    const Metrics metrics = compute_metrics(problem_, candidate);
+    const Metrics metrics = compute_metrics(problem_, candidate, stats_.bound);
     const std::lock_guard lock(best_mutex_);
     if (metrics.makespan >= best_makespan_ - kImprovement) return false;
     best_ = candidate;

@@ -45,11 +45,12 @@ std::vector<const Generator*> chosen_generators(const Problem& problem, const st
   return chosen;
 }
 
-Candidate run_generator(const Problem& problem, const Generator& generator) {
+// `lower_bound`: makespan_lower_bound(problem), computed once for all the generators.
+Candidate run_generator(const Problem& problem, const Generator& generator, double lower_bound) {
   Candidate candidate;
   candidate.method = generator.name;
   candidate.schedule = simulate(problem, generator.build(problem), candidate.method);
-  candidate.metrics = compute_metrics(problem, candidate.schedule);
+  candidate.metrics = compute_metrics(problem, candidate.schedule, lower_bound);
   if (const auto violation = validate(problem, candidate.schedule)) {
     if (candidate.metrics.within_budget) {
       // Only the budget may reject a generator's schedule; anything else is a bug in it.
@@ -81,8 +82,9 @@ int64_t highest_peak(const Candidate& c) {
 // Every chosen generator's schedule: usable ones by makespan (ties: lower peak), then the rest.
 std::vector<Candidate> rank_generators(const Problem& problem, const std::string& method) {
   std::vector<Candidate> ranking;
+  const double lower_bound = makespan_lower_bound(problem);
   for (const Generator* generator : chosen_generators(problem, method)) {
-    ranking.push_back(run_generator(problem, *generator));
+    ranking.push_back(run_generator(problem, *generator, lower_bound));
   }
   if (ranking.empty()) throw InputError("no method supports this profile; see `optpipe methods`");
   std::stable_sort(ranking.begin(), ranking.end(), better);
@@ -205,7 +207,8 @@ std::vector<FrontierPoint> memory_frontier(const Problem& problem, int points) {
   int64_t largest = *smallest;
   const Generator* generator = find_generator(reference);
   if (generator && generator->unsupported_reason(problem).empty()) {
-    largest = std::max(largest, highest_peak(run_generator(problem, *generator)));
+    largest = std::max(
+        largest, highest_peak(run_generator(problem, *generator, makespan_lower_bound(problem))));
   }
   points = std::max(points, 1);
   for (int i = 0; i < points; ++i) {
