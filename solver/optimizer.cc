@@ -116,6 +116,11 @@ class Search {
     } else {
       slide_windows();
     }
+    // CBC may hand back time: windows too large to try, an order the search gave transfers (no
+    // windows), a whole order solved early. The search climbs on with it.
+    if (options_.local_search && !proven_optimal() && remaining() > 0) {
+      climb(remaining(), std::numeric_limits<int>::max());
+    }
     return finish();
   }
 

@@ -61,14 +61,18 @@ TEST_P(ProvenOptimum, MatchesExhaustiveSearch) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Small, ProvenOptimum,
-                         ::testing::Values(SmallCase{2, 2, {1, 1, 1, 1000, 250}, 2, false},
-                                           SmallCase{2, 2, {1, 2, 0.5, 1000, 500}, 2, false},
-                                           SmallCase{3, 2, {1, 1.5, 1, 1000, 0}, 2, false},
-                                           SmallCase{2, 3, {1, 1, 1, 1000, 250}, 2, true},
-                                           SmallCase{2, 4, {1, 1.2, 0.8, 1000, 300}, 3, true},
-                                           SmallCase{3, 3, {1, 1, 1, 1000, 250}, 3, true},
-                                           SmallCase{3, 3, {1, 1, 1, 1000, 1000}, 3, true}));
+INSTANTIATE_TEST_SUITE_P(
+    Small, ProvenOptimum,
+    ::testing::Values(SmallCase{2, 2, {1, 1, 1, 1000, 250}, 2, false},
+                      SmallCase{2, 2, {1, 2, 0.5, 1000, 500}, 2, false},
+                      SmallCase{3, 2, {1, 1.5, 1, 1000, 0}, 2, false},
+                      SmallCase{2, 3, {1, 1, 1, 1000, 250}, 2, true},
+                      SmallCase{2, 4, {1, 1.2, 0.8, 1000, 300}, 3, true},
+                      SmallCase{3, 3, {1, 1, 1, 1000, 250}, 3, true},
+                      SmallCase{3, 3, {1, 1, 1, 1000, 1000}, 3, true},
+                      // GPU-sized bytes: memory rows with coefficients
+                      // near 1e9 beside times near 1.
+                      SmallCase{2, 4, {1, 1.2, 0.8, 3'400'000'000, 850'000'000}, 3, true}));
 
 TEST(Optimizer, WindowSearchNeverWorseThanSeedAndRespectsTheTimeLimit) {
   std::mt19937 rng(11);
@@ -145,7 +149,7 @@ int count_ops(const Schedule& schedule, Op op) {
 OptimizeResult optimize_from_adaoffload(const Problem& p) {
   const Schedule seed = run_generator("adaoffload", p).schedule;
   EXPECT_FALSE(validate(p, seed));
-  return optimize(p, seed, {.time_limit_seconds = 20},
+  return optimize(p, seed, {.time_limit_seconds = 2},
                   [&](const Schedule& s, const Metrics&, double) {
                     EXPECT_FALSE(validate(p, s));  // every incumbent
                   });
