@@ -106,6 +106,23 @@ TEST(Optimizer, LocalSearchReachesTheBoundFromOneFOneB) {
   EXPECT_EQ(result.stats.windows, 0);  // CBC was not needed
 }
 
+// CBC may hand time back: here no window is small enough to try (room for 3 activations per rank,
+// ZB's schedule 66.2, the bound 60.6). The search then climbs on until the limit; it used to stop
+// once it had handed over, at half the limit.
+TEST(Optimizer, SearchClimbsOnWithTheTimeCbcLeaves) {
+  Problem p = uniform_problem(4, 1, 16, {1, 1.3, 0.7, 1000, 300});
+  p.stages[3].forward = 1.6;
+  for (int r = 0; r < p.ranks; ++r) p.budget_bytes[r] = p.static_bytes[r] + 3000;
+  const testing::TimedSchedule seed = run_generator("zb-auto", p);
+  ASSERT_FALSE(validate(p, seed.schedule));
+  const OptimizeResult result =
+      optimize(p, seed.schedule, {.time_limit_seconds = 1, .max_ops_per_window = 1}, nullptr);
+  EXPECT_EQ(result.stats.windows, 0);
+  EXPECT_NE(result.stats.status, "optimal");  // which would end the search at once
+  EXPECT_GE(result.stats.seconds, 0.95);
+  EXPECT_FALSE(validate(p, result.schedule));
+}
+
 TEST(Optimizer, TimeLimitHoldsWhenWindowsGrow) {
   // 8 ranks x 16 microbatches: growing windows would reach sizes whose CBC root overruns.
   const Problem p = uniform_problem(8, 1, 16, {1, 1.3, 0.7, 1000, 300});
