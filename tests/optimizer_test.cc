@@ -163,10 +163,11 @@ int count_ops(const Schedule& schedule, Op op) {
   return n;
 }
 
+// The whole-order MILP alone (no list policies, no local search), which ends once CBC does.
 OptimizeResult optimize_from_adaoffload(const Problem& p) {
   const Schedule seed = run_generator("adaoffload", p).schedule;
   EXPECT_FALSE(validate(p, seed));
-  return optimize(p, seed, {.time_limit_seconds = 2},
+  return optimize(p, seed, {.time_limit_seconds = 20, .local_search = false},
                   [&](const Schedule& s, const Metrics&, double) {
                     EXPECT_FALSE(validate(p, s));  // every incumbent
                   });
