@@ -103,10 +103,11 @@ double LocalSearch::unchanged_before(int rank, size_t position) const {
                                              [](const OpRef& r) { return is_compute(r.op); });
   if (computes_before == 0) return 0;
   // Compute ops run in list order: the last one before `position` is the rank's
-  // computes_before-th in the schedule.
+  // computes_before-th in the schedule. The transfers listed after it join the rank's queues
+  // when it starts, and from then on the memory fence counts the queued offloads.
   auto seen = computes_before;
   for (const Action& a : schedule_.ranks[rank]) {
-    if (is_compute(a.ref.op) && --seen == 0) return a.end;
+    if (is_compute(a.ref.op) && --seen == 0) return a.start;
   }
   return 0;
 }
@@ -139,13 +140,15 @@ std::optional<size_t> LocalSearch::toggle_activation(std::vector<OpRef>& refs) {
   const auto forward = std::find_if(refs.begin() + pick, refs.end(),
                                     [](const OpRef& r) { return r.op == Op::kForward; });
   if (forward == refs.end()) return std::nullopt;
-  const size_t changed = forward - refs.begin();
+  size_t changed = forward - refs.begin();
   const int s = forward->stage;
   const int j = forward->microbatch;
+  // A transfer the moves listed before its F changes the list from there on.
   auto erase = [&](Op op) {
     const size_t at = position_of(refs, op, s, j);
     if (at == refs.size()) return false;
     refs.erase(refs.begin() + at);
+    changed = std::min(changed, at);
     return true;
   };
   if (erase(Op::kOffload)) {  // offloaded: keep it
