@@ -7,6 +7,7 @@
 #include <deque>
 #include <limits>
 #include <numeric>
+#include <optional>
 #include <queue>
 #include <tuple>
 
@@ -15,6 +16,7 @@
 #include "compiler/memory_fence.h"
 #include "compiler/memory_timeline.h"
 #include "compiler/op_table.h"
+#include "compiler/previous_timing.h"
 
 namespace optpipe {
 
@@ -91,17 +93,21 @@ class Simulation {
     }
   }
 
-  // With `previous`, the actions that start before `unchanged_before` there are taken from it
-  // (see simulate_within_budget).
+  // With `previous`, the actions that start before `revision.unchanged_before` there are taken
+  // from it, and those after the moment the timing catches up with it (see
+  // simulate_within_budget).
   Schedule run(const std::string& method, const Schedule* previous = nullptr,
-               double unchanged_before = 0) {
+               const OrderRevision& revision = {}) {
     schedule_.method = method;
     schedule_.ranks.assign(problem_.ranks, {});
     for (int r = 0; r < problem_.ranks; ++r) {
       schedule_.ranks[r].reserve(order_.ranks[r].size());
       issue_transfers(r);
     }
-    if (previous) replay(*previous, unchanged_before);
+    if (previous && revision.rank >= 0) {
+      previous_timing_.emplace(problem_, order_, *previous, revision);
+    }
+    if (previous) replay(*previous, revision.unchanged_before);
     if (transfers_ == 0) {
       run_compute_only();
     } else {
@@ -135,6 +141,10 @@ class Simulation {
       if (start > c.start) {
         push(c.rank, queue, start);
         continue;
+      }
+      if (previous_timing_ && previous_timing_->caught_up(start, end_)) {
+        previous_timing_->append_rest(schedule_);
+        return;
       }
       refresh_after(c.rank, commit(c.rank, queue, start));
     }
@@ -366,6 +376,7 @@ class Simulation {
     const double end = start + duration(problem_, ref);
     end_[ref] = end;
     schedule_.ranks[rank].push_back({ref, start, end, transfer_bytes(problem_, ref)});
+    if (previous_timing_) previous_timing_->record(ref, start, end);
     if (!fences_.empty()) {
       fences_[rank].record(start, end, memory_effect_of(ref), ref.op == Op::kOffload);
     }
@@ -421,7 +432,8 @@ class Simulation {
   std::vector<double> queued_start_;  // per slot: start of its current heap entry, NaN if none
   mutable std::vector<HeadReady> head_ready_;  // per slot
   std::priority_queue<Candidate, std::vector<Candidate>, std::greater<>> heap_;
-  std::vector<MemoryFence> fences_;  // per rank, when allocations wait for memory
+  std::vector<MemoryFence> fences_;                // per rank, when allocations wait for memory
+  std::optional<PreviousTiming> previous_timing_;  // when a revision may catch up with it
   Schedule schedule_;
   int remaining_ = 0;
   int transfers_ = 0;  // listed in the order
@@ -445,8 +457,8 @@ Schedule simulate_within_budget(const Problem& problem, const Order& order,
 
 Schedule simulate_within_budget(const Problem& problem, const Order& order,
                                 const std::string& method, const Schedule& previous,
-                                double unchanged_before) {
-  return Simulation(problem, order, nullptr, true).run(method, &previous, unchanged_before);
+                                const OrderRevision& revision) {
+  return Simulation(problem, order, nullptr, true).run(method, &previous, revision);
 }
 
 }  // namespace optpipe

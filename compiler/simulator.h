@@ -30,13 +30,26 @@ Schedule simulate(const Problem& problem, const Order& order, const std::string&
 Schedule simulate_within_budget(const Problem& problem, const Order& order,
                                 const std::string& method);
 
-// The same, re-using `previous`: this function's timing of an order that `order` changes only
-// in actions that start at `unchanged_before` or later in both timings and leave the memory of
-// what starts earlier as it was (the local search's moves: solver/local_search.h). The actions
-// that start earlier are copied from `previous`, not timed again. Throws Error when `previous`
-// lists an early action that `order` does not reach by then.
+// How an order differs from the one a previous timing came from (the local search's moves:
+// solver/local_search.h).
+struct OrderRevision {
+  // What the change moves starts at this time or later in both timings, and what starts earlier
+  // holds the same memory as before: it is copied from the previous timing, not timed again.
+  double unchanged_before = 0;
+  // When the lists hold the same actions as before and differ only in positions [first, last) of
+  // `rank`'s list (the new one's positions): once the new timing has run those and agrees with the
+  // previous one on every action that starts before some moment, it copies the rest too (the
+  // simulation is then in the same state). -1 when the actions themselves changed.
+  int rank = -1;
+  size_t first = 0;
+  size_t last = 0;
+};
+
+// The same, re-using `previous`: this function's timing of the order `revision` describes the
+// change from. Throws Error when `previous` lists an early action that `order` does not reach by
+// then.
 Schedule simulate_within_budget(const Problem& problem, const Order& order,
                                 const std::string& method, const Schedule& previous,
-                                double unchanged_before);
+                                const OrderRevision& revision);
 
 }  // namespace optpipe

@@ -24,16 +24,16 @@ constexpr double kCriticalShare = 0.45;
 constexpr int kMaxReloadLead = 4;
 
 // The order timed by the simulator, allocations waiting for offloads, when it is free of deadlock
-// and within the budget. With `previous`, what starts before `unchanged_before` is taken from it.
+// and within the budget. With `previous`, what the revision leaves as it was is taken from it.
 // Moves keep every op of a complete order listed once, and the simulator meets dependencies and
 // one op at a time by construction, so only memory needs checking.
 std::optional<Schedule> valid_timing(const Problem& problem, const Order& order,
                                      const Schedule* previous = nullptr,
-                                     double unchanged_before = 0) {
+                                     const OrderRevision& revision = {}) {
   try {
-    Schedule schedule =
-        previous ? simulate_within_budget(problem, order, "milp", *previous, unchanged_before)
-                 : simulate_within_budget(problem, order, "milp");
+    Schedule schedule = previous
+                            ? simulate_within_budget(problem, order, "milp", *previous, revision)
+                            : simulate_within_budget(problem, order, "milp");
     if (validate_memory(problem, schedule)) return std::nullopt;
     return schedule;
   } catch (const Error&) {
@@ -76,7 +76,7 @@ bool LocalSearch::try_move(double limit) {
   }
   std::vector<OpRef>& refs = order_.ranks[rank];
   std::vector<OpRef> before = refs;
-  std::optional<size_t> changed;
+  std::optional<ListChange> changed;
   if (toggles_ && kind < kToggleShare) {
     changed = toggle_activation(refs);
   } else if (critical) {
@@ -84,9 +84,12 @@ bool LocalSearch::try_move(double limit) {
   } else {
     changed = swap_adjacent(refs);
   }
-  std::optional<Schedule> timing =
-      changed ? valid_timing(*problem_, order_, &schedule_, unchanged_before(rank, *changed))
-              : std::nullopt;
+  std::optional<Schedule> timing;
+  if (changed) {
+    OrderRevision revision{unchanged_before(rank, changed->first)};
+    if (changed->last) revision = {revision.unchanged_before, rank, changed->first, *changed->last};
+    timing = valid_timing(*problem_, order_, &schedule_, revision);
+  }
   if (!timing || makespan_of(*timing) > limit + kTolerance) {  // a move that made no change too
     refs = std::move(before);
     return false;
@@ -118,22 +121,24 @@ std::optional<CriticalPair> LocalSearch::random_critical_pair() {
   return (*critical_)[std::uniform_int_distribution<size_t>(0, critical_->size() - 1)(rng_)];
 }
 
-std::optional<size_t> LocalSearch::reorder(std::vector<OpRef>& refs, const CriticalPair& pair) {
+std::optional<LocalSearch::ListChange> LocalSearch::reorder(std::vector<OpRef>& refs,
+                                                            const CriticalPair& pair) {
   const auto before = std::find(refs.begin(), refs.end(), pair.before);
   const auto after = std::find(before, refs.end(), pair.after);
   if (after == refs.end()) return std::nullopt;
   std::rotate(before, after, after + 1);  // `after` first; what was listed between stays after
-  return before - refs.begin();
+  return ListChange{static_cast<size_t>(before - refs.begin()),
+                    static_cast<size_t>(after - refs.begin()) + 1};
 }
 
-std::optional<size_t> LocalSearch::swap_adjacent(std::vector<OpRef>& refs) {
+std::optional<LocalSearch::ListChange> LocalSearch::swap_adjacent(std::vector<OpRef>& refs) {
   if (refs.size() < 2) return std::nullopt;
   const size_t i = std::uniform_int_distribution<size_t>(0, refs.size() - 2)(rng_);
   std::swap(refs[i], refs[i + 1]);
-  return i;
+  return ListChange{i, i + 2};
 }
 
-std::optional<size_t> LocalSearch::toggle_activation(std::vector<OpRef>& refs) {
+std::optional<LocalSearch::ListChange> LocalSearch::toggle_activation(std::vector<OpRef>& refs) {
   // The activation of a random F of this rank. The F's memory changes with a recompute, so the
   // move counts as changing the list from the F on.
   const size_t pick = std::uniform_int_distribution<size_t>(0, refs.size() - 1)(rng_);
@@ -152,9 +157,9 @@ std::optional<size_t> LocalSearch::toggle_activation(std::vector<OpRef>& refs) {
     return true;
   };
   if (erase(Op::kOffload)) {  // offloaded: keep it
-    return erase(Op::kReload) ? std::optional(changed) : std::nullopt;
+    return erase(Op::kReload) ? std::optional(ListChange{changed}) : std::nullopt;
   }
-  if (erase(Op::kRecompute)) return changed;  // recomputed: keep it
+  if (erase(Op::kRecompute)) return ListChange{changed};  // recomputed: keep it
   size_t backward = position_of(refs, Op::kBackwardInput, s, j);
   if (backward == refs.size()) backward = position_of(refs, Op::kBackward, s, j);
   const bool offload = problem_->offload_frees_memory(s);
@@ -162,7 +167,7 @@ std::optional<size_t> LocalSearch::toggle_activation(std::vector<OpRef>& refs) {
   if (backward == refs.size() || (!offload && !recompute)) return std::nullopt;
   if (recompute && (!offload || std::bernoulli_distribution(0.5)(rng_))) {
     refs.insert(refs.begin() + backward, {Op::kRecompute, s, j});
-    return changed;
+    return ListChange{changed};
   }
   const size_t after_forward = (forward - refs.begin()) + 1;
   refs.insert(refs.begin() + after_forward, {Op::kOffload, s, j});
@@ -170,7 +175,7 @@ std::optional<size_t> LocalSearch::toggle_activation(std::vector<OpRef>& refs) {
   const size_t lead = std::uniform_int_distribution<size_t>(0, kMaxReloadLead)(rng_);
   const size_t reload = std::max(after_forward + 1, backward - std::min(backward, lead));
   refs.insert(refs.begin() + reload, {Op::kReload, s, j});
-  return changed;
+  return ListChange{changed};
 }
 
 bool LocalSearch::step() {

@@ -41,12 +41,17 @@ class LocalSearch {
   // Applies a random move to a random rank's list; keeps it when the order then times to a valid
   // schedule no slower than `limit`, else restores the list. True when kept.
   bool try_move(double limit);
-  // The move itself, on one rank's list: the first position it changed, nullopt when none
-  // applies (the list is then restored).
-  std::optional<size_t> swap_adjacent(std::vector<OpRef>& refs);
+  // What a move changed in one rank's list: positions [first, last) hold the same actions in
+  // another order, or, without `last`, actions were added or taken out from `first` on.
+  struct ListChange {
+    size_t first;
+    std::optional<size_t> last = std::nullopt;
+  };
+  // The move itself, on one rank's list: nullopt when none applies (the list is then restored).
+  std::optional<ListChange> swap_adjacent(std::vector<OpRef>& refs);
   // Lists `pair.after` right before `pair.before`: the critical op goes first.
-  std::optional<size_t> reorder(std::vector<OpRef>& refs, const CriticalPair& pair);
-  std::optional<size_t> toggle_activation(std::vector<OpRef>& refs);
+  std::optional<ListChange> reorder(std::vector<OpRef>& refs, const CriticalPair& pair);
+  std::optional<ListChange> toggle_activation(std::vector<OpRef>& refs);
   // From when the actions a move changed from `position` of the rank's list on can change the
   // timing: the start of the rank's last compute op before it, when the transfers listed after
   // that op are queued (an allocation's wait for memory depends on the offloads queued). Everything

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <optional>
 #include <random>
 
 #include "compiler/errors.h"
@@ -195,45 +196,60 @@ TEST(Simulator, WithinBudgetNothingWaitsForAnOffloadListedLater) {
   EXPECT_NE(violation->message.find("exceeds the budget"), std::string::npos) << violation->message;
 }
 
-// 1F1B on random problems with an offload link and budgets of 1-4 activations, each activation
-// offloaded whole with probability 3/4 (OFFLOAD right after its F, RELOAD right before its backward
-// or one action earlier), as the local search does. The fence never deadlocks where simulate() does
-// not, times every order that simulate() fits exactly as simulate() does, fails only on memory, and
-// fits some orders that simulate() puts over the budget.
+// A random problem with an offload link and one chunk per rank, each activation offloadable
+// whole, and a budget of 1 to `max_activations` of the largest; nullopt for a draw without a link.
+std::optional<Problem> offloading_problem(std::mt19937& rng, int max_activations) {
+  Problem p = testing::random_problem(rng);
+  if (!p.offload || p.chunks_per_rank != 1) return std::nullopt;
+  int64_t largest = 0;
+  for (StageCosts& c : p.stages) {
+    c.offloadable_bytes = c.activation_bytes;
+    largest = std::max(largest, c.activation_bytes);
+  }
+  const int activations = std::uniform_int_distribution<int>(1, max_activations)(rng);
+  p.budget_bytes.assign(p.ranks, p.static_bytes[0] + largest * activations);
+  return p;
+}
+
+// 1F1B's order with each F offloaded at 75% (OFFLOAD right after the F) and its RELOAD right
+// before its backward or one action earlier, as the local search lists them.
+Order one_f_one_b_with_offloads(const Problem& p, std::mt19937& rng) {
+  Order order = one_f_one_b_order(p);
+  for (auto& refs : order.ranks) {
+    std::vector<OpRef> listed;
+    for (const OpRef& ref : refs) {
+      const bool backward = ref.op == Op::kBackward || ref.op == Op::kBackwardInput;
+      const auto offload =
+          std::find(listed.begin(), listed.end(), OpRef{Op::kOffload, ref.stage, ref.microbatch});
+      if (backward && offload != listed.end()) {
+        const long lead = std::uniform_int_distribution<long>(0, 1)(rng);
+        const long after_offload = (offload - listed.begin()) + 1;
+        const long at = std::max(after_offload, static_cast<long>(listed.size()) - lead);
+        listed.insert(listed.begin() + at, {Op::kReload, ref.stage, ref.microbatch});
+      }
+      listed.push_back(ref);
+      if (ref.op == Op::kForward && std::bernoulli_distribution(0.75)(rng)) {
+        listed.push_back({Op::kOffload, ref.stage, ref.microbatch});
+      }
+    }
+    refs = std::move(listed);
+  }
+  return order;
+}
+
+// 1F1B on random problems with an offload link and budgets of 1-4 activations, activations
+// offloaded whole as one_f_one_b_with_offloads() lists them. The fence never deadlocks where
+// simulate() does not, times every order that simulate() fits exactly as simulate() does, fails
+// only on memory, and fits some orders that simulate() puts over the budget.
 TEST(Simulator, WithinBudgetKeepsWhatFitsAndFailsOnlyOnMemory) {
   std::mt19937 rng(20261125);
   int fitted = 0;
   int repaired = 0;
   for (int trial = 0; trial < 1000; ++trial) {
-    Problem p = testing::random_problem(rng);
-    if (!p.offload || p.chunks_per_rank != 1) continue;
-    int64_t largest = 0;
-    for (StageCosts& c : p.stages) {
-      c.offloadable_bytes = c.activation_bytes;
-      largest = std::max(largest, c.activation_bytes);
-    }
-    p.budget_bytes.assign(
-        p.ranks, p.static_bytes[0] + largest * std::uniform_int_distribution<int>(1, 4)(rng));
-    Order order = one_f_one_b_order(p);
-    for (auto& refs : order.ranks) {
-      std::vector<OpRef> listed;
-      for (const OpRef& ref : refs) {
-        const bool backward = ref.op == Op::kBackward || ref.op == Op::kBackwardInput;
-        const auto offload =
-            std::find(listed.begin(), listed.end(), OpRef{Op::kOffload, ref.stage, ref.microbatch});
-        if (backward && offload != listed.end()) {
-          const long lead = std::uniform_int_distribution<long>(0, 1)(rng);
-          const long after_offload = (offload - listed.begin()) + 1;
-          const long at = std::max(after_offload, static_cast<long>(listed.size()) - lead);
-          listed.insert(listed.begin() + at, {Op::kReload, ref.stage, ref.microbatch});
-        }
-        listed.push_back(ref);
-        if (ref.op == Op::kForward && std::bernoulli_distribution(0.75)(rng)) {
-          listed.push_back({Op::kOffload, ref.stage, ref.microbatch});
-        }
-      }
-      refs = std::move(listed);
-    }
+    std::optional<Problem> drawn = offloading_problem(rng, 4);
+    if (!drawn) continue;
+    const Problem& p = *drawn;
+    const Order order = one_f_one_b_with_offloads(p, rng);
     SCOPED_TRACE(::testing::Message()
                  << "trial " << trial << " R=" << p.ranks << " m=" << p.microbatches);
     Schedule asap;
@@ -264,6 +280,57 @@ TEST(Simulator, WithinBudgetKeepsWhatFitsAndFailsOnlyOnMemory) {
   }
   EXPECT_GT(fitted, 5);
   EXPECT_GE(repaired, 10);
+}
+
+// A revised order timed from the previous timing (simulate_within_budget with an OrderRevision)
+// is the order timed from scratch, action for action, when the timing catches up with the
+// previous one part-way and copies the rest: random chains of swaps of two neighbours in one
+// rank's list, each timed from the one before, on random problems with offloads, link groups and
+// budgets of 1-3 activations.
+TEST(Simulator, ARevisedOrderIsTimedAsFromScratch) {
+  std::mt19937 rng(20261126);
+  int revisions = 0;
+  for (int trial = 0; trial < 300; ++trial) {
+    std::optional<Problem> drawn = offloading_problem(rng, 3);
+    if (!drawn) continue;
+    const Problem& p = *drawn;
+    Order order = one_f_one_b_with_offloads(p, rng);
+    Schedule previous;
+    try {
+      previous = simulate_within_budget(p, order, "scratch");
+    } catch (const DeadlockError&) {
+      continue;
+    }
+    for (int move = 0; move < 40; ++move) {
+      const int rank = std::uniform_int_distribution<int>(0, p.ranks - 1)(rng);
+      auto& refs = order.ranks[rank];
+      const size_t i = std::uniform_int_distribution<size_t>(0, refs.size() - 2)(rng);
+      std::swap(refs[i], refs[i + 1]);
+      SCOPED_TRACE(::testing::Message() << "trial " << trial << " move " << move);
+      Schedule scratch;
+      try {
+        scratch = simulate_within_budget(p, order, "scratch");
+      } catch (const DeadlockError&) {
+        EXPECT_THROW(simulate_within_budget(p, order, "revised", previous, {0, rank, i, i + 2}),
+                     DeadlockError);
+        std::swap(refs[i], refs[i + 1]);
+        continue;
+      }
+      const Schedule revised =
+          simulate_within_budget(p, order, "revised", previous, {0, rank, i, i + 2});
+      ++revisions;
+      for (int r = 0; r < p.ranks; ++r) {
+        ASSERT_EQ(revised.ranks[r].size(), scratch.ranks[r].size());
+        for (size_t k = 0; k < scratch.ranks[r].size(); ++k) {
+          ASSERT_EQ(revised.ranks[r][k].ref, scratch.ranks[r][k].ref);
+          ASSERT_EQ(revised.ranks[r][k].start, scratch.ranks[r][k].start)
+              << describe(scratch.ranks[r][k].ref);
+        }
+      }
+      previous = scratch;
+    }
+  }
+  EXPECT_GT(revisions, 500);
 }
 
 Problem recompute_problem(int ranks) {
