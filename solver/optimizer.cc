@@ -30,15 +30,14 @@ constexpr double kImprovement = 1e-9;
 // take when CBC runs after it (else all of it).
 constexpr double kPolicyShare = 0.5;
 constexpr double kSearchShare = 0.5;
+// Where the whole order is CBC's, of what the list policies leave, what CBC may take first.
+constexpr double kProbeShare = 0.05;
 constexpr uint64_t kSearchSeed = 20261123;
 // A climb of the local search gives up after this many moves per action without a shorter
 // makespan.
 constexpr size_t kPatiencePerAction = 50;
 // Random moves that kick a stalled local search out of its local optimum.
 constexpr int kKickMoves = 20;
-// Where CBC follows, a worker hands over after this many kicked climbs in a row that found
-// nothing shorter than the best (where nothing follows, it climbs until the time is up).
-constexpr int kStalledRoundsBeforeCbc = 20;
 
 // Offload and recompute actions: CBC windows keep them, so only the whole-order model, the list
 // policies and the local search change them.
@@ -100,13 +99,18 @@ class Search {
     for (const auto& refs : compute_order(order_).ranks) ops += refs.size();
     const bool whole = ops <= static_cast<size_t>(options_.max_ops_for_whole_model);
     if (options_.local_search) {
+      if (whole) {  // small problems: CBC proves them before the search could
+        solve_whole(kProbeShare * remaining());
+        if (proven_optimal()) return finish();
+      }
+      // The whole share even where climbs stall: kicked climbs escape basins that CBC,
+      // started from them, does not (docs/solver.md).
       const bool cbc_follows = whole || !moves;
-      climb(cbc_follows ? kSearchShare * remaining() : remaining(),
-            cbc_follows ? kStalledRoundsBeforeCbc : std::numeric_limits<int>::max());
+      climb(cbc_follows ? kSearchShare * remaining() : remaining());
       if (proven_optimal()) return finish();
     }
     if (whole) {
-      solve_whole();
+      solve_whole(remaining());
     } else if (moves_activations(best_)) {  // the local search may have added transfers
       stats_.note = fmt::format(
           "windows keep offload and recompute as the schedule has them, so CBC re-optimises "
@@ -119,7 +123,7 @@ class Search {
     // CBC may hand back time: windows too large to try, an order the search gave transfers (no
     // windows), a whole order solved early. The search climbs on with it.
     if (options_.local_search && !proven_optimal() && remaining() > 0) {
-      climb(remaining(), std::numeric_limits<int>::max());
+      climb(remaining());
     }
     return finish();
   }
@@ -193,19 +197,16 @@ class Search {
 
   // The local search (solver/local_search.h) from the best order for up to `seconds`, one climb
   // per worker, each with its own random moves. When a climb stops finding shorter makespans it
-  // climbs again from the best order after a random kick (iterated local search), until
-  // `stalled_rounds` climbs in a row found nothing shorter than the best. Each improvement is
-  // offered, so it becomes the start of what follows.
-  void climb(double seconds, int stalled_rounds) {
+  // climbs again from the best order after a random kick (iterated local search). Each
+  // improvement is offered, so it becomes the start of what follows.
+  void climb(double seconds) {
     const double deadline = elapsed() + seconds;
     size_t actions = 0;
     for (const auto& refs : order_.ranks) actions += refs.size();
     const size_t patience = kPatiencePerAction * actions;
     const int workers = this->workers();
     run_workers(workers, [&](int worker) {
-      for (uint64_t round = 0, stalled = 0; stalled < static_cast<uint64_t>(stalled_rounds);
-           ++round) {
-        const double best_before = best_makespan_;
+      for (uint64_t round = 0;; ++round) {
         std::optional<LocalSearch> search =
             LocalSearch::from(problem_, best_order(), kSearchSeed + round * workers + worker);
         if (!search) return;  // the order re-timed does not reproduce a valid schedule
@@ -221,7 +222,6 @@ class Search {
             offer(search->order());
           }
         }
-        stalled = best_makespan_ < best_before - kImprovement ? 0 : stalled + 1;
       }
     });
   }
@@ -239,13 +239,13 @@ class Search {
   }
 
   // Whole orders also decide each activation's keep / offload / recompute.
-  void solve_whole() {
+  void solve_whole(double limit) {
     const Order compute = compute_order(order_);
     const Segment everything = whole_order(compute);
     const OrderModel model(problem_, compute, current_, everything, SegmentObjective::kMakespan,
                            ActivationChoice::kDecide);
     const SolveResult result =
-        solve_with_cbc(model.model(), model.start_solution(), cbc_options(remaining()),
+        solve_with_cbc(model.model(), model.start_solution(), cbc_options(limit),
                        [&](const std::vector<double>& x, double) { offer_solution(model, x); });
     stats_.nodes += result.nodes;
     if (!result.solution.empty()) offer_solution(model, result.solution);
