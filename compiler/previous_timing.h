@@ -53,7 +53,8 @@ class PreviousTiming {
   size_t previous_before_ = 0;      // their number
   double checked_;
   size_t committed_ = 0;
-  size_t committed_before_checked_ = 0;  // of them, those that start before `checked_` before
+  // Of them, those the previous timing starts before `checked_`.
+  size_t committed_before_checked_ = 0;
   double latest_difference_;  // latest end, in either timing, of an action whose times differ
   double last_start_;
 };

@@ -104,7 +104,8 @@ class Simulation {
       schedule_.ranks[r].reserve(order_.ranks[r].size());
       issue_transfers(r);
     }
-    if (previous && revision.rank >= 0) {
+    // Only run_events() commits in start order, which catching up relies on.
+    if (previous && revision.rank >= 0 && transfers_ > 0) {
       previous_timing_.emplace(problem_, order_, *previous, revision);
     }
     if (previous) replay(*previous, revision.unchanged_before);
