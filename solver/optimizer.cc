@@ -17,6 +17,7 @@
 #include "heuristics/offload_placement.h"
 #include "solver/cbc_backend.h"
 #include "solver/local_search.h"
+#include "solver/microbatch_order.h"
 #include "solver/order_model.h"
 #include "solver/segment.h"
 
@@ -237,12 +238,26 @@ class Search {
     return {std::max(0.05, limit), options_.threads, options_.verbose};
   }
 
+  // The best order and its timing in the form the order model admits as its MIP start: the
+  // search may run same-stage W ops or transfers out of microbatch order, which the model's
+  // symmetry rows forbid, and CBC would then start without an incumbent.
+  struct ModelStart {
+    Order order;
+    Schedule current;
+  };
+  ModelStart model_start() const {
+    Schedule relabelled = in_microbatch_order(current_);
+    if (validate(problem_, relabelled)) return {order_, current_};  // F or B out of order too
+    return {in_microbatch_order(order_), std::move(relabelled)};
+  }
+
   // Whole orders also decide each activation's keep / offload / recompute.
   void solve_whole(double limit) {
-    const Order compute = compute_order(order_);
+    const ModelStart start = model_start();
+    const Order compute = compute_order(start.order);
     const Segment everything = whole_order(compute);
-    const OrderModel model(problem_, compute, current_, everything, SegmentObjective::kMakespan,
-                           ActivationChoice::kDecide);
+    const OrderModel model(problem_, compute, start.current, everything,
+                           SegmentObjective::kMakespan, ActivationChoice::kDecide);
     const SolveResult result =
         solve_with_cbc(model.model(), model.start_solution(), cbc_options(limit),
                        [&](const std::vector<double>& x, double) { offer_solution(model, x); });
@@ -270,12 +285,13 @@ class Search {
       bool too_large = false;
       const int stride = std::max(1, width / 2);
       for (int first = 0; first < problem_.microbatches && window_fits(); first += stride) {
-        const Segment window = microbatch_band(problem_, order_, first, width);
+        const ModelStart start = model_start();
+        const Segment window = microbatch_band(problem_, start.order, first, width);
         if (window.size() > static_cast<size_t>(options_.max_ops_per_window)) {
           too_large = true;
           continue;
         }
-        improved |= improve_window(window, width);
+        improved |= improve_window(start, window, width);
         if (proven_optimal()) return;
       }
       if (!improved) {
@@ -289,9 +305,9 @@ class Search {
   // longer than its limit; one as long as the longest so far must end within the time limit.
   bool window_fits() const { return remaining() > 0.05 && longest_window_ <= remaining(); }
 
-  bool improve_window(const Segment& window, int width) {
+  bool improve_window(const ModelStart& start, const Segment& window, int width) {
     const double started = elapsed();
-    const OrderModel model(problem_, order_, current_, window,
+    const OrderModel model(problem_, start.order, start.current, window,
                            SegmentObjective::kMakespanThenRanks);
     const double limit = std::min(remaining(), options_.window_time_limit_seconds * width /
                                                    std::max(1, options_.window_microbatches));

@@ -6,11 +6,15 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <map>
 #include <optional>
 #include <random>
 #include <string>
 
 #include "compiler/validator.h"
+#include "heuristics/offload_placement.h"
+#include "solver/local_search.h"
+#include "solver/microbatch_order.h"
 #include "solver/segment.h"
 #include "tests/test_problems.h"
 
@@ -42,16 +46,20 @@ std::optional<std::string> first_violation(const LinearModel& model, const std::
   return std::nullopt;
 }
 
-// Builds the whole-order model with activation choices from `seed` and checks its start.
-void expect_start_admitted(const Problem& problem, const Schedule& seed) {
-  ASSERT_FALSE(validate(problem, seed)) << "the seed must be valid";
+// What the whole-order model with activation choices built from `seed` breaks at its start.
+std::optional<std::string> start_violation(const Problem& problem, const Schedule& seed) {
   const Order order = split_backward(order_of(seed));
   const Schedule current = split_backward(problem, seed);
   const Order compute = compute_order(order);
   const Segment everything = whole_order(compute);
   const OrderModel model(problem, compute, current, everything, SegmentObjective::kMakespan,
                          ActivationChoice::kDecide);
-  const auto violation = first_violation(model.model(), model.start_solution());
+  return first_violation(model.model(), model.start_solution());
+}
+
+void expect_start_admitted(const Problem& problem, const Schedule& seed) {
+  ASSERT_FALSE(validate(problem, seed)) << "the seed must be valid";
+  const auto violation = start_violation(problem, seed);
   EXPECT_FALSE(violation) << seed.method << ": " << *violation;
 }
 
@@ -123,6 +131,63 @@ TEST(OrderModel, AdmitsGeneratorSeedsOnRandomProblems) {
     ++checked;
   }
   EXPECT_GT(moving_seeds, 0);
+}
+
+// Whether every rank runs the F ops of each stage, and its B ops, in microbatch order: what
+// in_microbatch_order() needs to give a valid schedule.
+bool forwards_and_backwards_in_order(const Schedule& schedule) {
+  for (const auto& actions : schedule.ranks) {
+    std::map<std::pair<Op, int>, int> last;  // (op, stage) -> microbatch
+    for (const Action& a : actions) {
+      if (a.ref.op != Op::kForward && a.ref.op != Op::kBackwardInput) continue;
+      const auto [it, first] = last.try_emplace({a.ref.op, a.ref.stage}, a.ref.microbatch);
+      if (!first && it->second > a.ref.microbatch) return false;
+      it->second = a.ref.microbatch;
+    }
+  }
+  return true;
+}
+
+// The local search reorders W ops and transfers freely; relabelled, its schedules run the same
+// work at the same times and become a start the model admits.
+TEST(OrderModel, AdmitsLocalSearchSchedulesOnceInMicrobatchOrder) {
+  std::mt19937 rng(11);
+  int checked = 0;
+  int rejected_as_found = 0;
+  while (checked < 60) {
+    Problem p = random_problem(rng);
+    if (3 * p.num_stages() * p.microbatches > 120) continue;
+    const Metrics ample = run_generator("zb-auto", p).metrics;
+    for (int r = 0; r < p.ranks; ++r) {
+      const int64_t activations = ample.ranks[r].peak_bytes - p.static_bytes[r];
+      p.budget_bytes[r] = p.static_bytes[r] + activations * 6 / 10;
+    }
+    const testing::TimedSchedule seed = run_generator("adaoffload", p);
+    if (validate(p, seed.schedule)) continue;
+    std::optional<LocalSearch> search =
+        LocalSearch::from(p, split_backward(order_of(seed.schedule)), rng());
+    ASSERT_TRUE(search);
+    search->perturb(40);
+    const Schedule& found = search->schedule();
+    if (!forwards_and_backwards_in_order(found)) continue;
+    rejected_as_found += start_violation(p, found).has_value();
+    const Schedule relabelled = in_microbatch_order(found);
+    const auto invalid = validate(p, relabelled);
+    ASSERT_FALSE(invalid) << invalid->message;
+    EXPECT_EQ(makespan_of(relabelled), makespan_of(found));
+    expect_start_admitted(p, relabelled);
+    // The order relabels the same way: it lists the relabelled schedule's actions.
+    const Order order = in_microbatch_order(search->order());
+    for (int r = 0; r < p.ranks; ++r) {
+      std::vector<OpRef> listed;
+      for (const Action& a : relabelled.ranks[r]) {
+        if (is_compute(a.ref.op) && a.ref.op != Op::kRecompute) listed.push_back(a.ref);
+      }
+      EXPECT_EQ(compute_order(order).ranks[r], listed);
+    }
+    ++checked;
+  }
+  EXPECT_GT(rejected_as_found, 0) << "no search schedule broke microbatch order: nothing tested";
 }
 
 }  // namespace
