@@ -158,6 +158,12 @@ SolveResult solve_with_cbc(const LinearModel& model, const std::vector<double>& 
     cbc.setLogLevel(0);
     cbc.solver()->messageHandler()->setLogLevel(0);
   }
+  if (options.verbose) {
+    if (const auto violation = first_violation(model, start)) {
+      fmt::print(stderr, "MIP start is not a solution of the model ({}): CBC starts without it\n",
+                 *violation);
+    }
+  }
   std::vector<std::pair<std::string, double>> mip_start;
   for (size_t j = 0; j < model.columns.size(); ++j) {
     mip_start.emplace_back(model.columns[j].name, start[j]);

@@ -32,7 +32,8 @@ struct SolveResult {
 using IncumbentCallback =
     std::function<void(const std::vector<double>& solution, double objective)>;
 
-// Runs CBC on `model` starting from `start` (a feasible solution). Preprocessing is off so that
+// Runs CBC on `model` starting from `start` (a feasible solution: CBC drops one that is not, which
+// `verbose` reports on stderr). Preprocessing is off so that
 // incumbents are in the model's own columns. One CBC run at a time per process (CbcMain1 is not
 // re-entrant); calls are serialised.
 SolveResult solve_with_cbc(const LinearModel& model, const std::vector<double>& start,

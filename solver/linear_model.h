@@ -3,6 +3,7 @@
 #pragma once
 
 #include <limits>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -53,5 +54,11 @@ struct LinearModel {
     return n;
   }
 };
+
+// The first bound, integrality or row that `values` breaks beyond a relative tolerance of 1e-7,
+// described in a few words; nullopt when `values` is a solution. CBC drops a MIP start that is not
+// one ("mipstart values could not be used") and searches without an incumbent.
+std::optional<std::string> first_violation(const LinearModel& model,
+                                           const std::vector<double>& values);
 
 }  // namespace optpipe

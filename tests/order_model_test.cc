@@ -25,27 +25,6 @@ using testing::random_problem;
 using testing::run_generator;
 using testing::uniform_problem;
 
-// The first bound, integrality or row that `x` breaks, beyond a relative tolerance of 1e-7.
-std::optional<std::string> first_violation(const LinearModel& model, const std::vector<double>& x) {
-  auto slack = [](double bound) { return 1e-7 * (1 + std::abs(bound)); };
-  for (size_t j = 0; j < model.columns.size(); ++j) {
-    const Column& c = model.columns[j];
-    if (x[j] < c.lower - slack(c.lower) || x[j] > c.upper + slack(c.upper) ||
-        (c.integer && std::abs(x[j] - std::round(x[j])) > 1e-9)) {
-      return "column " + c.name + " = " + std::to_string(x[j]);
-    }
-  }
-  for (const Row& row : model.rows) {
-    double value = 0;
-    for (const auto& [column, coefficient] : row.terms) value += coefficient * x[column];
-    if (value < row.lower - slack(row.lower) || value > row.upper + slack(row.upper)) {
-      return "row " + row.name + " = " + std::to_string(value) + " outside [" +
-             std::to_string(row.lower) + ", " + std::to_string(row.upper) + "]";
-    }
-  }
-  return std::nullopt;
-}
-
 // What the whole-order model with activation choices built from `seed` breaks at its start.
 std::optional<std::string> start_violation(const Problem& problem, const Schedule& seed) {
   const Order order = split_backward(order_of(seed));

@@ -1,0 +1,30 @@
+#include "solver/linear_model.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+
+namespace optpipe {
+
+std::optional<std::string> first_violation(const LinearModel& model,
+                                           const std::vector<double>& values) {
+  auto slack = [](double bound) { return 1e-7 * (1 + std::abs(bound)); };
+  for (size_t j = 0; j < model.columns.size(); ++j) {
+    const Column& c = model.columns[j];
+    const double x = values[j];
+    if (x < c.lower - slack(c.lower) || x > c.upper + slack(c.upper) ||
+        (c.integer && std::abs(x - std::round(x)) > 1e-9)) {
+      return fmt::format("column {} = {} outside [{}, {}]", c.name, x, c.lower, c.upper);
+    }
+  }
+  for (const Row& row : model.rows) {
+    double value = 0;
+    for (const auto& [column, coefficient] : row.terms) value += coefficient * values[column];
+    if (value < row.lower - slack(row.lower) || value > row.upper + slack(row.upper)) {
+      return fmt::format("row {} = {} outside [{}, {}]", row.name, value, row.lower, row.upper);
+    }
+  }
+  return std::nullopt;
+}
+
+}  // namespace optpipe
