@@ -23,6 +23,9 @@ namespace optpipe {
 namespace {
 
 constexpr double kNotDone = std::numeric_limits<double>::quiet_NaN();
+constexpr double kNever = std::numeric_limits<double>::infinity();
+// Relative margin of the abandon test: work_left_ is a running difference of sums.
+constexpr double kAbandonMargin = 1e-9;
 
 struct HeadReady {
   OpRef head{Op::kForward, -1, -1};   // no head yet
@@ -58,14 +61,16 @@ struct Candidate {
 class Simulation {
  public:
   Simulation(const Problem& problem, const Order& order, const OpTable<double>* not_before,
-             bool memory_fence)
+             bool memory_fence, double abandon_above = kNever)
       : problem_(problem),
         order_(order),
         not_before_(not_before),
+        abandon_above_(abandon_above),
         end_(problem, kNotDone),
         listed_(problem, 0),
         next_(problem.ranks, 0),
         compute_free_(problem.ranks, 0.0),
+        work_left_(problem.ranks, 0.0),
         channel_free_(num_channels(problem), 0.0),
         queue_channel_(problem.ranks),
         queues_(problem.ranks),
@@ -93,6 +98,10 @@ class Simulation {
     }
   }
 
+  // Whether the timing stopped once a rank was sure to end after abandon_above (run() then
+  // returns an empty schedule).
+  bool abandoned() const { return abandoned_; }
+
   // With `previous`, the actions that start before `revision.unchanged_before` there are taken
   // from it, and those after the moment the timing catches up with it (see
   // simulate_within_budget).
@@ -114,6 +123,7 @@ class Simulation {
     } else {
       run_events();
     }
+    if (abandoned_) return {};
     auto listed_first = [](const Action& a, const Action& b) {
       return a.start < b.start ||
              (a.start == b.start && is_compute(a.ref.op) && is_transfer(b.ref.op));
@@ -148,6 +158,7 @@ class Simulation {
         return;
       }
       refresh_after(c.rank, commit(c.rank, queue, start));
+      if (abandoned_) return;
     }
   }
 
@@ -166,6 +177,7 @@ class Simulation {
       for (double start = candidate_start(rank, -1); !std::isnan(start);
            start = candidate_start(rank, -1)) {
         const OpRef committed = commit(rank, -1, start);
+        if (abandoned_) return;
         for (int s : {committed.stage - 1, committed.stage + 1}) {
           if (s < 0 || s >= problem_.num_stages()) continue;
           const int neighbour = problem_.rank_of_stage[s];
@@ -231,7 +243,11 @@ class Simulation {
         }
         listed_[ref] = 1;
         ++remaining_;
-        if (is_transfer(ref.op)) ++transfers_;
+        if (is_transfer(ref.op)) {
+          ++transfers_;
+        } else {
+          work_left_[r] += duration(problem_, ref);
+        }
       }
     }
   }
@@ -374,7 +390,8 @@ class Simulation {
       ref = queues_[rank][queue].front().ref;
       queues_[rank][queue].pop_front();
     }
-    const double end = start + duration(problem_, ref);
+    const double took = duration(problem_, ref);
+    const double end = start + took;
     end_[ref] = end;
     schedule_.ranks[rank].push_back({ref, start, end, transfer_bytes(problem_, ref)});
     if (previous_timing_) previous_timing_->record(ref, start, end);
@@ -384,6 +401,8 @@ class Simulation {
     --remaining_;
     if (queue < 0) {
       compute_free_[rank] = end;
+      work_left_[rank] -= took;
+      abandoned_ |= end + work_left_[rank] > abandon_above_;
       issue_transfers(rank);
     } else {
       double& channel_free = channel_free_[queue_channel_[rank][queue]];
@@ -421,10 +440,15 @@ class Simulation {
   const Problem& problem_;
   const Order& order_;
   const OpTable<double>* not_before_;  // optional release times
+  // A rank ends no earlier than the end of its last committed compute op plus the durations of
+  // those it has not run (work_left_); once that passes abandon_above_ the timing stops.
+  double abandon_above_;
+  bool abandoned_ = false;
   OpTable<double> end_;
   OpTable<uint8_t> listed_;  // not bool: vector<bool> has no references
   std::vector<size_t> next_;
   std::vector<double> compute_free_;
+  std::vector<double> work_left_;  // per rank
   std::vector<double> channel_free_;
   std::vector<std::vector<int>> queue_channel_;                   // [rank][queue] -> channel
   std::vector<std::vector<std::deque<PendingTransfer>>> queues_;  // [rank][queue]
@@ -460,6 +484,17 @@ Schedule simulate_within_budget(const Problem& problem, const Order& order,
                                 const std::string& method, const Schedule& previous,
                                 const OrderRevision& revision) {
   return Simulation(problem, order, nullptr, true).run(method, &previous, revision);
+}
+
+std::optional<Schedule> simulate_within_budget(const Problem& problem, const Order& order,
+                                               const std::string& method, const Schedule& previous,
+                                               const OrderRevision& revision,
+                                               double abandon_above) {
+  const double threshold = abandon_above + kAbandonMargin * (1 + std::abs(abandon_above));
+  Simulation simulation(problem, order, nullptr, true, threshold);
+  Schedule schedule = simulation.run(method, &previous, revision);
+  if (simulation.abandoned()) return std::nullopt;
+  return schedule;
 }
 
 }  // namespace optpipe

@@ -1,6 +1,7 @@
 // The simulator (DESIGN.md §1): times an Order as soon as possible under the cost model of §3.
 #pragma once
 
+#include <optional>
 #include <string>
 
 #include "compiler/op_table.h"
@@ -51,5 +52,13 @@ struct OrderRevision {
 Schedule simulate_within_budget(const Problem& problem, const Order& order,
                                 const std::string& method, const Schedule& previous,
                                 const OrderRevision& revision);
+
+// As above, abandoned (nullopt) as soon as some rank is sure to end after `abandon_above`: its
+// compute stream is busy until t and the compute ops it has not run yet take longer than
+// abandon_above - t (with a margin for rounding). What is abandoned ends later in any timing; the
+// local search's moves that it would reject anyway stop there.
+std::optional<Schedule> simulate_within_budget(const Problem& problem, const Order& order,
+                                               const std::string& method, const Schedule& previous,
+                                               const OrderRevision& revision, double abandon_above);
 
 }  // namespace optpipe

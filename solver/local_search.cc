@@ -24,17 +24,19 @@ constexpr double kCriticalShare = 0.45;
 constexpr int kMaxReloadLead = 4;
 
 // The order timed by the simulator, allocations waiting for offloads, when it is free of deadlock
-// and within the budget. With `previous`, what the revision leaves as it was is taken from it.
+// and within the budget. With `previous`, what the revision leaves as it was is taken from it, and
+// the timing is abandoned (nullopt) once it is sure to end after `limit`.
 // Moves keep every op of a complete order listed once, and the simulator meets dependencies and
 // one op at a time by construction, so only memory needs checking.
 std::optional<Schedule> valid_timing(const Problem& problem, const Order& order,
                                      const Schedule* previous = nullptr,
-                                     const OrderRevision& revision = {}) {
+                                     const OrderRevision& revision = {},
+                                     double limit = std::numeric_limits<double>::infinity()) {
   try {
-    Schedule schedule = previous
-                            ? simulate_within_budget(problem, order, "milp", *previous, revision)
-                            : simulate_within_budget(problem, order, "milp");
-    if (validate_memory(problem, schedule)) return std::nullopt;
+    std::optional<Schedule> schedule =
+        previous ? simulate_within_budget(problem, order, "milp", *previous, revision, limit)
+                 : simulate_within_budget(problem, order, "milp");
+    if (!schedule || validate_memory(problem, *schedule)) return std::nullopt;
     return schedule;
   } catch (const Error&) {
     return std::nullopt;  // a move that makes ranks wait on each other
@@ -88,7 +90,7 @@ bool LocalSearch::try_move(double limit) {
   if (changed) {
     OrderRevision revision{unchanged_before(rank, changed->first)};
     if (changed->last) revision = {revision.unchanged_before, rank, changed->first, *changed->last};
-    timing = valid_timing(*problem_, order_, &schedule_, revision);
+    timing = valid_timing(*problem_, order_, &schedule_, revision, limit);
   }
   if (!timing || makespan_of(*timing) > limit + kTolerance) {  // a move that made no change too
     refs = std::move(before);

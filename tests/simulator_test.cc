@@ -282,6 +282,26 @@ TEST(Simulator, WithinBudgetKeepsWhatFitsAndFailsOnlyOnMemory) {
   EXPECT_GE(repaired, 10);
 }
 
+double makespan(const Schedule& schedule) {
+  double end = 0;
+  for (const auto& actions : schedule.ranks) {
+    for (const Action& a : actions) end = std::max(end, a.end);
+  }
+  return end;
+}
+
+void expect_same_timing(const Schedule& revised, const Schedule& scratch) {
+  ASSERT_EQ(revised.ranks.size(), scratch.ranks.size());
+  for (size_t r = 0; r < scratch.ranks.size(); ++r) {
+    ASSERT_EQ(revised.ranks[r].size(), scratch.ranks[r].size());
+    for (size_t k = 0; k < scratch.ranks[r].size(); ++k) {
+      ASSERT_EQ(revised.ranks[r][k].ref, scratch.ranks[r][k].ref);
+      ASSERT_EQ(revised.ranks[r][k].start, scratch.ranks[r][k].start)
+          << describe(scratch.ranks[r][k].ref);
+    }
+  }
+}
+
 // A revised order timed from the previous timing (simulate_within_budget with an OrderRevision)
 // is the order timed from scratch, action for action, when the timing catches up with the
 // previous one part-way and copies the rest: random chains of swaps of two neighbours in one
@@ -319,18 +339,61 @@ TEST(Simulator, ARevisedOrderIsTimedAsFromScratch) {
       const Schedule revised =
           simulate_within_budget(p, order, "revised", previous, {0, rank, i, i + 2});
       ++revisions;
-      for (int r = 0; r < p.ranks; ++r) {
-        ASSERT_EQ(revised.ranks[r].size(), scratch.ranks[r].size());
-        for (size_t k = 0; k < scratch.ranks[r].size(); ++k) {
-          ASSERT_EQ(revised.ranks[r][k].ref, scratch.ranks[r][k].ref);
-          ASSERT_EQ(revised.ranks[r][k].start, scratch.ranks[r][k].start)
-              << describe(scratch.ranks[r][k].ref);
-        }
-      }
+      expect_same_timing(revised, scratch);
       previous = scratch;
     }
   }
   EXPECT_GT(revisions, 500);
+}
+
+// With a makespan to stay within, a revision is abandoned only when its timing from scratch ends
+// later, and is otherwise timed as from scratch: the local search's limit (the previous makespan),
+// and the revision's own makespan, which it meets.
+TEST(Simulator, ARevisionIsAbandonedOnlyWhenItEndsLater) {
+  std::mt19937 rng(20261125);
+  int abandoned = 0;
+  int kept = 0;
+  for (int trial = 0; trial < 300; ++trial) {
+    std::optional<Problem> drawn = offloading_problem(rng, 3);
+    if (!drawn) continue;
+    const Problem& p = *drawn;
+    Order order = one_f_one_b_with_offloads(p, rng);
+    Schedule previous;
+    try {
+      previous = simulate_within_budget(p, order, "scratch");
+    } catch (const DeadlockError&) {
+      continue;
+    }
+    for (int move = 0; move < 40; ++move) {
+      const int rank = std::uniform_int_distribution<int>(0, p.ranks - 1)(rng);
+      auto& refs = order.ranks[rank];
+      const size_t i = std::uniform_int_distribution<size_t>(0, refs.size() - 2)(rng);
+      std::swap(refs[i], refs[i + 1]);
+      SCOPED_TRACE(::testing::Message() << "trial " << trial << " move " << move);
+      Schedule scratch;
+      try {
+        scratch = simulate_within_budget(p, order, "scratch");
+      } catch (const DeadlockError&) {
+        std::swap(refs[i], refs[i + 1]);
+        continue;
+      }
+      const OrderRevision revision{0, rank, i, i + 2};
+      for (const double limit : {makespan(previous), makespan(scratch)}) {
+        const std::optional<Schedule> revised =
+            simulate_within_budget(p, order, "revised", previous, revision, limit);
+        if (!revised) {
+          ++abandoned;
+          ASSERT_GT(makespan(scratch), limit);
+          continue;
+        }
+        ++kept;
+        expect_same_timing(*revised, scratch);
+      }
+      previous = scratch;
+    }
+  }
+  EXPECT_GT(abandoned, 100);
+  EXPECT_GT(kept, 500);
 }
 
 Problem recompute_problem(int ranks) {
