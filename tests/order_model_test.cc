@@ -80,21 +80,25 @@ TEST(OrderModel, AdmitsSeedsThatOffloadOrRecomputeEverything) {
   expect_start_admitted(recomputing, testing::recomputing_1f1b(recomputing, 250));
 }
 
+// A random problem of at most 120 compute ops, with budgets at 60% of zb-auto's activation peak
+// with ample memory, so that schedules offload or recompute.
+Problem small_tight_problem(std::mt19937& rng) {
+  Problem p = random_problem(rng);
+  while (3 * p.num_stages() * p.microbatches > 120) p = random_problem(rng);
+  const Metrics ample = run_generator("zb-auto", p).metrics;
+  for (int r = 0; r < p.ranks; ++r) {
+    const int64_t activations = ample.ranks[r].peak_bytes - p.static_bytes[r];
+    p.budget_bytes[r] = p.static_bytes[r] + activations * 6 / 10;
+  }
+  return p;
+}
+
 TEST(OrderModel, AdmitsGeneratorSeedsOnRandomProblems) {
   std::mt19937 rng(7);
   int checked = 0;
   int moving_seeds = 0;
   while (checked < 100) {
-    Problem p = random_problem(rng);
-    const int compute_ops = 3 * p.num_stages() * p.microbatches;
-    if (compute_ops > 120) continue;
-    // Budgets at 60% of zb-auto's activation peak with ample memory, so that seeds offload or
-    // recompute.
-    const Metrics ample = run_generator("zb-auto", p).metrics;
-    for (int r = 0; r < p.ranks; ++r) {
-      const int64_t activations = ample.ranks[r].peak_bytes - p.static_bytes[r];
-      p.budget_bytes[r] = p.static_bytes[r] + activations * 6 / 10;
-    }
+    Problem p = small_tight_problem(rng);
     if (checked % 2 == 0) {
       for (StageCosts& stage : p.stages) {
         stage.checkpoint_bytes = stage.activation_bytes / 4;
@@ -134,13 +138,7 @@ TEST(OrderModel, AdmitsLocalSearchSchedulesOnceInMicrobatchOrder) {
   int checked = 0;
   int rejected_as_found = 0;
   while (checked < 60) {
-    Problem p = random_problem(rng);
-    if (3 * p.num_stages() * p.microbatches > 120) continue;
-    const Metrics ample = run_generator("zb-auto", p).metrics;
-    for (int r = 0; r < p.ranks; ++r) {
-      const int64_t activations = ample.ranks[r].peak_bytes - p.static_bytes[r];
-      p.budget_bytes[r] = p.static_bytes[r] + activations * 6 / 10;
-    }
+    const Problem p = small_tight_problem(rng);
     const testing::TimedSchedule seed = run_generator("adaoffload", p);
     if (validate(p, seed.schedule)) continue;
     std::optional<LocalSearch> search =

@@ -302,14 +302,20 @@ void expect_same_timing(const Schedule& revised, const Schedule& scratch) {
   }
 }
 
-// A revised order timed from the previous timing (simulate_within_budget with an OrderRevision)
-// is the order timed from scratch, action for action, when the timing catches up with the
-// previous one part-way and copies the rest: random chains of swaps of two neighbours in one
-// rank's list, each timed from the one before, on random problems with offloads, link groups and
-// budgets of 1-3 activations.
-TEST(Simulator, ARevisedOrderIsTimedAsFromScratch) {
-  std::mt19937 rng(20261126);
-  int revisions = 0;
+// A swap of two neighbours in one rank's list, timed from scratch: what a revision must match.
+struct Revision {
+  const Problem& problem;
+  const Order& order;        // after the swap
+  const Schedule& previous;  // the order before the swap, timed
+  OrderRevision change;
+  const Schedule* scratch;  // the order after the swap, timed; null when it deadlocks
+};
+
+// Random chains of swaps of two neighbours in one rank's list, each timed from the one before, on
+// random problems with offloads, link groups and budgets of 1-3 activations; `check` sees each.
+template <typename Check>
+void for_each_random_revision(uint32_t seed, const Check& check) {
+  std::mt19937 rng(seed);
   for (int trial = 0; trial < 300; ++trial) {
     std::optional<Problem> drawn = offloading_problem(rng, 3);
     if (!drawn) continue;
@@ -327,22 +333,36 @@ TEST(Simulator, ARevisedOrderIsTimedAsFromScratch) {
       const size_t i = std::uniform_int_distribution<size_t>(0, refs.size() - 2)(rng);
       std::swap(refs[i], refs[i + 1]);
       SCOPED_TRACE(::testing::Message() << "trial " << trial << " move " << move);
+      const OrderRevision change{0, rank, i, i + 2};
       Schedule scratch;
       try {
         scratch = simulate_within_budget(p, order, "scratch");
       } catch (const DeadlockError&) {
-        EXPECT_THROW(simulate_within_budget(p, order, "revised", previous, {0, rank, i, i + 2}),
-                     DeadlockError);
+        check(Revision{p, order, previous, change, nullptr});
         std::swap(refs[i], refs[i + 1]);
         continue;
       }
-      const Schedule revised =
-          simulate_within_budget(p, order, "revised", previous, {0, rank, i, i + 2});
-      ++revisions;
-      expect_same_timing(revised, scratch);
-      previous = scratch;
+      check(Revision{p, order, previous, change, &scratch});
+      previous = std::move(scratch);
     }
   }
+}
+
+// A revised order timed from the previous timing (simulate_within_budget with an OrderRevision)
+// is the order timed from scratch, action for action, when the timing catches up with the
+// previous one part-way and copies the rest.
+TEST(Simulator, ARevisedOrderIsTimedAsFromScratch) {
+  int revisions = 0;
+  for_each_random_revision(20261126, [&](const Revision& r) {
+    if (!r.scratch) {
+      EXPECT_THROW(simulate_within_budget(r.problem, r.order, "revised", r.previous, r.change),
+                   DeadlockError);
+      return;
+    }
+    ++revisions;
+    expect_same_timing(simulate_within_budget(r.problem, r.order, "revised", r.previous, r.change),
+                       *r.scratch);
+  });
   EXPECT_GT(revisions, 500);
 }
 
@@ -350,48 +370,22 @@ TEST(Simulator, ARevisedOrderIsTimedAsFromScratch) {
 // later, and is otherwise timed as from scratch: the local search's limit (the previous makespan),
 // and the revision's own makespan, which it meets.
 TEST(Simulator, ARevisionIsAbandonedOnlyWhenItEndsLater) {
-  std::mt19937 rng(20261125);
   int abandoned = 0;
   int kept = 0;
-  for (int trial = 0; trial < 300; ++trial) {
-    std::optional<Problem> drawn = offloading_problem(rng, 3);
-    if (!drawn) continue;
-    const Problem& p = *drawn;
-    Order order = one_f_one_b_with_offloads(p, rng);
-    Schedule previous;
-    try {
-      previous = simulate_within_budget(p, order, "scratch");
-    } catch (const DeadlockError&) {
-      continue;
-    }
-    for (int move = 0; move < 40; ++move) {
-      const int rank = std::uniform_int_distribution<int>(0, p.ranks - 1)(rng);
-      auto& refs = order.ranks[rank];
-      const size_t i = std::uniform_int_distribution<size_t>(0, refs.size() - 2)(rng);
-      std::swap(refs[i], refs[i + 1]);
-      SCOPED_TRACE(::testing::Message() << "trial " << trial << " move " << move);
-      Schedule scratch;
-      try {
-        scratch = simulate_within_budget(p, order, "scratch");
-      } catch (const DeadlockError&) {
-        std::swap(refs[i], refs[i + 1]);
+  for_each_random_revision(20261125, [&](const Revision& r) {
+    if (!r.scratch) return;
+    for (const double limit : {makespan(r.previous), makespan(*r.scratch)}) {
+      const std::optional<Schedule> revised =
+          simulate_within_budget(r.problem, r.order, "revised", r.previous, r.change, limit);
+      if (!revised) {
+        ++abandoned;
+        EXPECT_GT(makespan(*r.scratch), limit);
         continue;
       }
-      const OrderRevision revision{0, rank, i, i + 2};
-      for (const double limit : {makespan(previous), makespan(scratch)}) {
-        const std::optional<Schedule> revised =
-            simulate_within_budget(p, order, "revised", previous, revision, limit);
-        if (!revised) {
-          ++abandoned;
-          ASSERT_GT(makespan(scratch), limit);
-          continue;
-        }
-        ++kept;
-        expect_same_timing(*revised, scratch);
-      }
-      previous = scratch;
+      ++kept;
+      expect_same_timing(*revised, *r.scratch);
     }
-  }
+  });
   EXPECT_GT(abandoned, 100);
   EXPECT_GT(kept, 500);
 }
