@@ -10,6 +10,7 @@
 #include "compiler/errors.h"
 #include "compiler/validator.h"
 #include "heuristics/classic.h"
+#include "heuristics/offload_placement.h"
 #include "tests/test_problems.h"
 
 namespace optpipe {
@@ -282,14 +283,6 @@ TEST(Simulator, WithinBudgetKeepsWhatFitsAndFailsOnlyOnMemory) {
   EXPECT_GE(repaired, 10);
 }
 
-double makespan(const Schedule& schedule) {
-  double end = 0;
-  for (const auto& actions : schedule.ranks) {
-    for (const Action& a : actions) end = std::max(end, a.end);
-  }
-  return end;
-}
-
 void expect_same_timing(const Schedule& revised, const Schedule& scratch) {
   ASSERT_EQ(revised.ranks.size(), scratch.ranks.size());
   for (size_t r = 0; r < scratch.ranks.size(); ++r) {
@@ -374,12 +367,12 @@ TEST(Simulator, ARevisionIsAbandonedOnlyWhenItEndsLater) {
   int kept = 0;
   for_each_random_revision(20261125, [&](const Revision& r) {
     if (!r.scratch) return;
-    for (const double limit : {makespan(r.previous), makespan(*r.scratch)}) {
+    for (const double limit : {makespan_of(r.previous), makespan_of(*r.scratch)}) {
       const std::optional<Schedule> revised =
           simulate_within_budget(r.problem, r.order, "revised", r.previous, r.change, limit);
       if (!revised) {
         ++abandoned;
-        EXPECT_GT(makespan(*r.scratch), limit);
+        EXPECT_GT(makespan_of(*r.scratch), limit);
         continue;
       }
       ++kept;
