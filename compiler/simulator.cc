@@ -245,7 +245,7 @@ class Simulation {
         ++remaining_;
         if (is_transfer(ref.op)) {
           ++transfers_;
-        } else {
+        } else if (abandon_above_ != kNever) {
           work_left_[r] += duration(problem_, ref);
         }
       }
@@ -441,7 +441,8 @@ class Simulation {
   const Order& order_;
   const OpTable<double>* not_before_;  // optional release times
   // A rank ends no earlier than the end of its last committed compute op plus the durations of
-  // those it has not run (work_left_); once that passes abandon_above_ the timing stops.
+  // those it has not run (work_left_, counted only when there is a limit); once that passes
+  // abandon_above_ the timing stops.
   double abandon_above_;
   bool abandoned_ = false;
   OpTable<double> end_;
