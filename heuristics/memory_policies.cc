@@ -1,6 +1,7 @@
 #include "heuristics/memory_policies.h"
 
 #include <algorithm>
+#include <limits>
 
 #include "compiler/errors.h"
 
@@ -51,6 +52,37 @@ std::vector<ListPolicy> offloading_policy_neighbourhood(const Problem& problem) 
     }
   }
   return policies;
+}
+
+std::vector<ListPolicy> rank_limit_neighbours(const Problem& problem, const ListPolicy& policy) {
+  constexpr int kMaxInFlightCap = 3;
+  std::vector<ListPolicy> neighbours;
+  for (int r = 0; r < static_cast<int>(policy.memory_limit_bytes.size()); ++r) {
+    auto add = [&](auto change) {
+      ListPolicy neighbour = policy;
+      change(neighbour);
+      neighbours.push_back(std::move(neighbour));
+    };
+    const int64_t limit = policy.memory_limit_bytes[r];
+    for (double factor : {0.95, 0.9, 0.8, 0.7}) {
+      add([&](ListPolicy& p) {
+        p.memory_limit_bytes[r] = static_cast<int64_t>(factor * static_cast<double>(limit));
+      });
+    }
+    if (limit < problem.activation_budget(r)) {
+      add([&](ListPolicy& p) { p.memory_limit_bytes[r] = problem.activation_budget(r); });
+    }
+    const int in_flight =
+        policy.max_in_flight.empty() ? kMaxInFlightCap + 1 : policy.max_in_flight[r];
+    for (int cap = 1; cap <= std::min(kMaxInFlightCap, in_flight - 1); ++cap) {
+      add([&](ListPolicy& p) {
+        if (p.max_in_flight.empty())
+          p.max_in_flight.assign(problem.ranks, std::numeric_limits<int>::max());
+        p.max_in_flight[r] = cap;
+      });
+    }
+  }
+  return neighbours;
 }
 
 std::optional<OffloadedSchedule> list_candidate(const Problem& problem, const ListPolicy& policy,

@@ -31,6 +31,13 @@ ListPolicy offloading_list_policy(const Problem& problem, const ListOffloadPolic
 // the knob values that won most often on the benchmark suite first.
 std::vector<ListPolicy> offloading_policy_neighbourhood(const Problem& problem);
 
+// The neighbours of `policy` (one with per-rank memory limits) in a descent over per-rank limits:
+// one rank's memory limit scaled down by a few factors or raised back to its activation budget,
+// or its microbatches in flight capped at 1 to 3. A rank held under what its budget allows admits
+// forwards later, which can keep it from filling its memory with microbatches that then wait on
+// the ranks after it (docs/solver.md, The list policies).
+std::vector<ListPolicy> rank_limit_neighbours(const Problem& problem, const ListPolicy& policy);
+
 // The order `policy` lists, timed by the simulator under `method`; where it exceeds the budget
 // and stages can recompute, with recompute fitted (heuristics/offload_placement.h). nullopt when
 // the run was abandoned (ListPolicy::abandon_above_makespan) or a rank starved.

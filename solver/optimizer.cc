@@ -6,7 +6,9 @@
 #include <atomic>
 #include <chrono>
 #include <exception>
+#include <limits>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -29,6 +31,10 @@ constexpr double kImprovement = 1e-9;
 // Of the time limit, what the list policies may take; of what is left, what the local search may
 // take when CBC runs after it (else all of it).
 constexpr double kPolicyShare = 0.5;
+// Of the list policies' time, what their neighbourhood may take before the descent over per-rank
+// memory limits.
+constexpr double kNeighbourhoodShare = 0.5;
+constexpr double kNoLimit = std::numeric_limits<double>::infinity();
 constexpr double kSearchShare = 0.5;
 // Where the whole order is CBC's, of what the list policies leave, what CBC may take first.
 constexpr double kProbeShare = 0.05;
@@ -175,24 +181,55 @@ class Search {
   }
 
   // AdaOffload's list scheduler under the neighbourhood of its policies
-  // (heuristics/memory_policies.h) for up to `seconds`: where the order has to offload, it finds
-  // better placements in that time than CBC, which then starts from the best.
-  // The workers take the policies in turn.
+  // (heuristics/memory_policies.h) for up to half of `seconds`, then a descent over per-rank
+  // memory limits from the fastest of them: where the order has to offload, these find better
+  // placements in that time than CBC or the local search, which then start from the best.
   void explore_offloading_policies(double seconds) {
     const double deadline = elapsed() + seconds;
-    const std::vector<ListPolicy> policies = offloading_policy_neighbourhood(problem_);
+    std::optional<RatedPolicy> current =
+        fastest_policy(offloading_policy_neighbourhood(problem_),
+                       elapsed() + kNeighbourhoodShare * seconds, kNoLimit);
+    while (current && elapsed() < deadline && !proven_optimal()) {
+      std::optional<RatedPolicy> better = fastest_policy(
+          rank_limit_neighbours(problem_, current->policy), deadline, current->makespan);
+      if (!better) return;
+      current = std::move(better);
+    }
+  }
+
+  struct RatedPolicy {
+    ListPolicy policy;
+    double makespan;
+  };
+
+  // Times `policies` until `deadline`, the workers taking them in turn, and offers every schedule
+  // that fits the budget. Returns the fastest policy under `to_beat`, if any; a run sure to end
+  // after the fastest so far is abandoned.
+  std::optional<RatedPolicy> fastest_policy(const std::vector<ListPolicy>& policies,
+                                            double deadline, double to_beat) {
+    std::optional<RatedPolicy> fastest;
+    std::mutex fastest_mutex;
+    std::atomic<double> limit = to_beat;
     std::atomic<size_t> next = 0;
     run_workers(workers(), [&](int) {
       for (size_t i = next++; i < policies.size(); i = next++) {
         if (elapsed() >= deadline || proven_optimal()) return;
         ListPolicy policy = policies[i];
-        policy.abandon_above_makespan = best_makespan_;
+        policy.abandon_above_makespan = limit;
         std::optional<OffloadedSchedule> candidate = list_candidate(problem_, policy, "milp");
-        if (candidate && candidate->fits()) {
-          offer(std::move(candidate->schedule), candidate->order);
+        if (!candidate || !candidate->fits()) continue;
+        const double makespan = makespan_of(candidate->schedule);
+        {
+          const std::lock_guard lock(fastest_mutex);
+          if (makespan < limit - kImprovement) {
+            limit = makespan;
+            fastest = {policies[i], makespan};
+          }
         }
+        offer(std::move(candidate->schedule), candidate->order);
       }
     });
+    return fastest;
   }
 
   // The local search (solver/local_search.h) from the best order for up to `seconds`, one climb

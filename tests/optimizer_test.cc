@@ -5,14 +5,19 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <limits>
+#include <optional>
 #include <vector>
 
 #include "compiler/errors.h"
 #include "compiler/simulator.h"
 #include "compiler/validator.h"
 #include "heuristics/classic.h"
+#include "heuristics/memory_policies.h"
+#include "heuristics/offload_placement.h"
 #include "solver/segment.h"
 #include "tests/test_problems.h"
 
@@ -208,15 +213,15 @@ TEST(Optimizer, MixingKeepOffloadAndRecomputeBeatsEachAlone) {
 // activations can only move through the list policies around AdaOffload's and the local search
 // (T_F = 1, T_B = 1.1, T_W = 0.9, A = 1000 with 900 offloadable, a round trip of 1.8, room for 3
 // activations).
-Problem offloading_vshape_problem() {
+Problem offloading_vshape_problem(int64_t activation_budget = 3000, double bandwidth = 1000) {
   UniformCosts costs;
   costs.backward_input = 1.1;
   costs.backward_weight = 0.9;
   costs.weight_grad_bytes = 200;
   Problem p = uniform_problem(4, 2, 8, costs, PlacementKind::kVShape, 0.05);
   for (StageCosts& s : p.stages) s.offloadable_bytes = 900;
-  p.offload = OffloadLink{1000, 1000, ChannelMode::kDuplex, {0, 0, 1, 1}};
-  for (int r = 0; r < p.ranks; ++r) p.budget_bytes[r] = p.static_bytes[r] + 3000;
+  p.offload = OffloadLink{bandwidth, bandwidth, ChannelMode::kDuplex, {0, 0, 1, 1}};
+  for (int r = 0; r < p.ranks; ++r) p.budget_bytes[r] = p.static_bytes[r] + activation_budget;
   return p;
 }
 
@@ -267,6 +272,50 @@ TEST(Optimizer, WorkersReportEachBetterScheduleOnceAndInTurn) {
   EXPECT_LT(incumbents.front(), seed.metrics.makespan);
   EXPECT_DOUBLE_EQ(result.stats.objective, incumbents.back());
   EXPECT_LT(result.stats.objective, 0.95 * seed.metrics.makespan);
+}
+
+// On a slow link (an offload takes 3 forwards) with room for four activations, the fastest
+// policy of AdaOffload's neighbourhood lets every rank fill its memory (76.4); held under their
+// budgets, some ranks admit forwards later and the pipeline no longer clogs (the descent over
+// per-rank limits reaches 66.5 in two steps).
+TEST(Optimizer, PerRankMemoryLimitsBeatEveryPolicyOfTheNeighbourhood) {
+  const Problem p = offloading_vshape_problem(4000, 300);
+  double neighbourhood_best = std::numeric_limits<double>::infinity();
+  for (const ListPolicy& policy : offloading_policy_neighbourhood(p)) {
+    const std::optional<OffloadedSchedule> candidate = list_candidate(p, policy, "test");
+    if (candidate && candidate->fits()) {
+      neighbourhood_best = std::min(neighbourhood_best, makespan_of(candidate->schedule));
+    }
+  }
+  const testing::TimedSchedule seed = run_generator("adaoffload", p);
+  OptimizerOptions options;
+  options.time_limit_seconds = 0.5;
+  const OptimizeResult result = optimize(p, seed.schedule, options, nullptr);
+  EXPECT_FALSE(validate(p, result.schedule));
+  EXPECT_LT(result.stats.objective, 0.88 * neighbourhood_best);
+}
+
+// Each neighbour changes one rank's limits, and never lets a rank's memory past its budget.
+TEST(Optimizer, RankLimitNeighboursChangeOneRankWithinItsBudget) {
+  const Problem p = offloading_vshape_problem(4000, 300);
+  const ListPolicy policy = offloading_list_policy(p, {}, false, 0.9);
+  const std::vector<ListPolicy> neighbours = rank_limit_neighbours(p, policy);
+  std::vector<int> per_rank(p.ranks, 0);
+  for (const ListPolicy& neighbour : neighbours) {
+    std::vector<int> changed;
+    for (int r = 0; r < p.ranks; ++r) {
+      const bool capped = !neighbour.max_in_flight.empty() && neighbour.max_in_flight[r] <= 3;
+      if (neighbour.memory_limit_bytes[r] != policy.memory_limit_bytes[r] || capped) {
+        changed.push_back(r);
+      }
+      EXPECT_LE(neighbour.memory_limit_bytes[r], p.activation_budget(r));
+      EXPECT_GT(neighbour.memory_limit_bytes[r], 0);
+    }
+    ASSERT_EQ(changed.size(), 1u);
+    ++per_rank[changed[0]];
+  }
+  // Four lower limits, the budget itself (the policy holds 90% of it), three in-flight caps.
+  for (int r = 0; r < p.ranks; ++r) EXPECT_EQ(per_rank[r], 8) << "rank " << r;
 }
 
 TEST(Segment, BandIsClosedUnderPredecessors) {
