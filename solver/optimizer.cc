@@ -34,6 +34,9 @@ constexpr double kPolicyShare = 0.5;
 // Of the list policies' time, what their neighbourhood may take before the descent over per-rank
 // memory limits.
 constexpr double kNeighbourhoodShare = 0.5;
+// The fastest policies of the neighbourhood that a descent starts from, one after the other
+// while the list policies have time: descents from slower starts often end faster.
+constexpr size_t kDescents = 6;
 constexpr double kNoLimit = std::numeric_limits<double>::infinity();
 constexpr double kSearchShare = 0.5;
 // Where the whole order is CBC's, of what the list policies leave, what CBC may take first.
@@ -181,19 +184,21 @@ class Search {
   }
 
   // AdaOffload's list scheduler under the neighbourhood of its policies
-  // (heuristics/memory_policies.h) for up to half of `seconds`, then a descent over per-rank
-  // memory limits from the fastest of them: where the order has to offload, these find better
+  // (heuristics/memory_policies.h) for up to half of `seconds`, then descents over per-rank
+  // limits from the fastest of them in turn: where the order has to offload, these find better
   // placements in that time than CBC or the local search, which then start from the best.
   void explore_offloading_policies(double seconds) {
     const double deadline = elapsed() + seconds;
-    std::optional<RatedPolicy> current =
-        fastest_policy(offloading_policy_neighbourhood(problem_),
-                       elapsed() + kNeighbourhoodShare * seconds, kNoLimit);
-    while (current && elapsed() < deadline && !proven_optimal()) {
-      std::optional<RatedPolicy> better = fastest_policy(
-          rank_limit_neighbours(problem_, current->policy), deadline, current->makespan);
-      if (!better) return;
-      current = std::move(better);
+    const std::vector<RatedPolicy> starts =
+        fastest_policies(offloading_policy_neighbourhood(problem_),
+                         elapsed() + kNeighbourhoodShare * seconds, kDescents, kNoLimit);
+    for (RatedPolicy current : starts) {
+      while (elapsed() < deadline && !proven_optimal()) {
+        std::vector<RatedPolicy> better = fastest_policies(
+            rank_limit_neighbours(problem_, current.policy), deadline, 1, current.makespan);
+        if (better.empty()) break;  // a local optimum: the next start
+        current = std::move(better.front());
+      }
     }
   }
 
@@ -203,11 +208,11 @@ class Search {
   };
 
   // Times `policies` until `deadline`, the workers taking them in turn, and offers every schedule
-  // that fits the budget. Returns the fastest policy under `to_beat`, if any; a run sure to end
-  // after the fastest so far is abandoned.
-  std::optional<RatedPolicy> fastest_policy(const std::vector<ListPolicy>& policies,
-                                            double deadline, double to_beat) {
-    std::optional<RatedPolicy> fastest;
+  // that fits the budget. Returns the `keep` fastest policies under `to_beat`, fastest first; a
+  // run sure to end after the keep-th fastest so far is abandoned.
+  std::vector<RatedPolicy> fastest_policies(const std::vector<ListPolicy>& policies,
+                                            double deadline, size_t keep, double to_beat) {
+    std::vector<RatedPolicy> fastest;
     std::mutex fastest_mutex;
     std::atomic<double> limit = to_beat;
     std::atomic<size_t> next = 0;
@@ -222,8 +227,11 @@ class Search {
         {
           const std::lock_guard lock(fastest_mutex);
           if (makespan < limit - kImprovement) {
-            limit = makespan;
-            fastest = {policies[i], makespan};
+            const auto later = std::find_if(fastest.begin(), fastest.end(),
+                                            [&](const auto& f) { return f.makespan > makespan; });
+            fastest.insert(later, {policies[i], makespan});
+            if (fastest.size() > keep) fastest.pop_back();
+            if (fastest.size() == keep) limit = fastest.back().makespan;
           }
         }
         offer(std::move(candidate->schedule), candidate->order);
