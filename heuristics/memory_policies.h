@@ -35,7 +35,7 @@ std::vector<ListPolicy> offloading_policy_neighbourhood(const Problem& problem);
 // one rank's memory limit scaled down by a few factors or raised back to its activation budget,
 // or its microbatches in flight capped at 1 to 3. A rank held under what its budget allows admits
 // forwards later, which can keep it from filling its memory with microbatches that then wait on
-// the ranks after it (docs/solver.md, The list policies).
+// the ranks after it (docs/solver.md, The search).
 std::vector<ListPolicy> rank_limit_neighbours(const Problem& problem, const ListPolicy& policy);
 
 // The order `policy` lists, timed by the simulator under `method`; where it exceeds the budget

@@ -31,14 +31,14 @@ constexpr double kImprovement = 1e-9;
 // Of the time limit, what the list policies may take; of what is left, what the local search may
 // take when CBC runs after it (else all of it).
 constexpr double kPolicyShare = 0.5;
-// Of the list policies' time, what their neighbourhood may take before the descent over per-rank
-// memory limits.
+constexpr double kSearchShare = 0.5;
+// Of the list policies' time, what their neighbourhood may take before the descents over per-rank
+// limits.
 constexpr double kNeighbourhoodShare = 0.5;
 // The fastest policies of the neighbourhood that a descent starts from, one after the other
 // while the list policies have time: descents from slower starts often end faster.
 constexpr size_t kDescents = 6;
 constexpr double kNoLimit = std::numeric_limits<double>::infinity();
-constexpr double kSearchShare = 0.5;
 // Where the whole order is CBC's, of what the list policies leave, what CBC may take first.
 constexpr double kProbeShare = 0.05;
 constexpr uint64_t kSearchSeed = 20261123;
