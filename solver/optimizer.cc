@@ -37,7 +37,7 @@ constexpr double kSearchShare = 0.5;
 constexpr double kNeighbourhoodShare = 0.5;
 // The fastest policies of the neighbourhood that a descent starts from, one after the other
 // while the list policies have time: descents from slower starts often end faster.
-constexpr size_t kDescents = 6;
+constexpr size_t kDescents = 16;
 constexpr double kNoLimit = std::numeric_limits<double>::infinity();
 // Where the whole order is CBC's, of what the list policies leave, what CBC may take first.
 constexpr double kProbeShare = 0.05;
