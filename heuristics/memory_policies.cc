@@ -76,8 +76,9 @@ std::vector<ListPolicy> rank_limit_neighbours(const Problem& problem, const List
         policy.max_in_flight.empty() ? kMaxInFlightCap + 1 : policy.max_in_flight[r];
     for (int cap = 1; cap <= std::min(kMaxInFlightCap, in_flight - 1); ++cap) {
       add([&](ListPolicy& p) {
-        if (p.max_in_flight.empty())
+        if (p.max_in_flight.empty()) {
           p.max_in_flight.assign(problem.ranks, std::numeric_limits<int>::max());
+        }
         p.max_in_flight[r] = cap;
       });
     }

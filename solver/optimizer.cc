@@ -227,8 +227,9 @@ class Search {
         {
           const std::lock_guard lock(fastest_mutex);
           if (makespan < limit - kImprovement) {
-            const auto later = std::find_if(fastest.begin(), fastest.end(),
-                                            [&](const auto& f) { return f.makespan > makespan; });
+            const auto later =
+                std::upper_bound(fastest.begin(), fastest.end(), makespan,
+                                 [](double m, const RatedPolicy& f) { return m < f.makespan; });
             fastest.insert(later, {policies[i], makespan});
             if (fastest.size() > keep) fastest.pop_back();
             if (fastest.size() == keep) limit = fastest.back().makespan;
