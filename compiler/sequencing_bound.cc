@@ -1,11 +1,13 @@
 #include "compiler/sequencing_bound.h"
 
 #include <algorithm>
+#include <array>
 #include <limits>
 #include <queue>
 #include <vector>
 
 #include "compiler/microbatch_paths.h"
+#include "compiler/paced_heads.h"
 
 namespace optpipe {
 
@@ -70,11 +72,13 @@ std::vector<std::vector<OpFamily>> op_families(const Problem& problem) {
     const double forwards_above = longest(f, s + 1, stages);
     const double below_and_w0 = std::max(longest(b, 0, s), w[0]);
     families[s] = {
-        {f[s], forward_head,
+        {f[s],
+         forward_head,
          {after_forward + after_backward,
           std::max({f[s], forwards_above, backwards_to_s, below_and_w0})},
          {after_forward + w[s], std::max({f[s], forwards_above, backwards_to_s, w[s]})}},
-        {b[s], backward_head,
+        {b[s],
+         backward_head,
          {after_backward, std::max(b[s], below_and_w0)},
          {w[s], std::max(b[s], w[s])}},
         {w[s], {backward_start + b[s], std::max(backward_head.step, w[s])}, {0, w[s]}, {0, w[s]}},
@@ -123,14 +127,25 @@ double jackson_preemptive_bound(std::vector<Job> jobs) {
 double sequencing_bound(const Problem& problem) {
   const std::vector<std::vector<OpFamily>> families = op_families(problem);
   const int m = problem.microbatches;
+  OpHeads heads;
+  const std::array<std::vector<std::vector<double>>*, 3> of_type = {
+      &heads.forward, &heads.backward, &heads.weight};  // in the order of OpFamily's
+  for (const std::vector<OpFamily>& stage : families) {
+    for (size_t type = 0; type < of_type.size(); ++type) {
+      std::vector<double>& family_heads = of_type[type]->emplace_back(m);
+      for (int k = 0; k < m; ++k) family_heads[k] = stage[type].head.at(k);
+    }
+  }
+  heads = paced_heads(problem, std::move(heads));
   double bound = 0;
   for (int r = 0; r < problem.ranks; ++r) {
     std::vector<Job> jobs;
     for (int s : problem.stages_of_rank(r)) {
-      for (const OpFamily& family : families[s]) {
+      for (size_t type = 0; type < of_type.size(); ++type) {
+        const OpFamily& family = families[s][type];
         for (int k = 0; k < m; ++k) {
           const int from_last = m - 1 - k;
-          jobs.push_back({family.head.at(k), family.duration,
+          jobs.push_back({(*of_type[type])[s][k], family.duration,
                           std::max(family.tail_via_stage_zero.at(from_last),
                                    family.tail_via_own_weight.at(from_last))});
         }

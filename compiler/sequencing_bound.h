@@ -1,7 +1,8 @@
 // A makespan lower bound from each rank's sequencing (docs/semantics.md, Metrics: lower_bound):
-// a rank runs one op at a time, no op can start before its dependencies let it, and after it
-// ends its microbatch still has the ops down the pipeline to run. The bound relaxes each rank to
-// one machine whose jobs have release times (heads) and delivery times (tails), and solves that
+// a rank runs one op at a time, no op can start before its dependencies let it, an F not before
+// its rank has room for its activation (compiler/paced_heads.h), and after an op ends its
+// microbatch still has the ops down the pipeline to run. The bound relaxes each rank to one
+// machine whose jobs have release times (heads) and delivery times (tails), and solves that
 // relaxation exactly with preemption allowed (Jackson's preemptive schedule).
 #pragma once
 
@@ -14,7 +15,7 @@ namespace optpipe {
 inline constexpr double kRoundingMargin = 1e-13;
 
 // The largest, over the ranks, least makespan of the rank's F, B and W ops with these heads and
-// tails; memory is not looked at. Every schedule has a makespan of at least this.
+// tails. Every schedule within the budget has a makespan of at least this.
 double sequencing_bound(const Problem& problem);
 
 }  // namespace optpipe

@@ -41,21 +41,20 @@ Problem with_link(Problem p, ChannelMode mode) {
 TEST(MemoryBound, HandComputedWithoutOffload) {
   const Problem p = tiny_problem();
   EXPECT_NEAR(memory_bound(p), 320.0 / 3, 1e-9);
-  EXPECT_NEAR(makespan_lower_bound(p), 320.0 / 3, 1e-9);
+  // The sequencing bound, paced by memory, is higher here (compiler/paced_heads.h).
+  EXPECT_GT(makespan_lower_bound(p), 320.0 / 3);
 }
 
 TEST(MemoryBound, HandComputedWithADuplexLink) {
   // The D2H and H2D channels each carry 250 bytes per time unit in (C - 3):
   // 320000 - 3000 C <= 10 x 250 (C - 3)  =>  C >= 327500 / 5500 = 655 / 11.
-  EXPECT_NEAR(makespan_lower_bound(with_link(tiny_problem(), ChannelMode::kDuplex)), 655.0 / 11,
-              1e-9);
+  EXPECT_NEAR(memory_bound(with_link(tiny_problem(), ChannelMode::kDuplex)), 655.0 / 11, 1e-9);
 }
 
 TEST(MemoryBound, HandComputedWithASharedLink) {
   // One channel for both directions: 125 offloaded bytes per time unit.
   // 320000 - 3000 C <= 10 x 125 (C - 3)  =>  C >= 323750 / 4250 = 1295 / 17.
-  EXPECT_NEAR(makespan_lower_bound(with_link(tiny_problem(), ChannelMode::kShared)), 1295.0 / 17,
-              1e-9);
+  EXPECT_NEAR(memory_bound(with_link(tiny_problem(), ChannelMode::kShared)), 1295.0 / 17, 1e-9);
 }
 
 TEST(MemoryBound, HandComputedWithRecompute) {
@@ -86,7 +85,7 @@ TEST(MemoryBound, HandComputedWithRecomputeAndOffload) {
   // Checkpoint 900 bytes: recompute saves 100 x 17 = 1700, offload 8300 more (8.3 per byte). Area
   // 16 x 18300: 292800 - 3000 C <= 8.3 x 250 (C - 3)  =>  C >= 299025 / 5075.
   const Problem p = with_link(tiny_problem(900), ChannelMode::kDuplex);
-  EXPECT_NEAR(makespan_lower_bound(p), 299025.0 / 5075, 1e-9);
+  EXPECT_NEAR(memory_bound(p), 299025.0 / 5075, 1e-9);
 }
 
 // Each rank's budget: static bytes + `fraction` of all its activations at once.

@@ -1,16 +1,22 @@
 // The sequencing bound: never above the optimum (exhaustive search on small problems), the
 // optimum itself on most of them and on zero-bubble schedules, and above the work bound that
-// only counts each rank's first start.
+// only counts each rank's first start. Paced by memory (compiler/paced_heads.h): hand-computed,
+// met by a V-shape schedule whose head waits for stage 0, never above a schedule at its own peaks.
 #include "compiler/sequencing_bound.h"
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdio>
+#include <optional>
 #include <random>
 #include <string>
 
+#include "compiler/memory_bound.h"
 #include "compiler/metrics.h"
 #include "compiler/simulator.h"
+#include "heuristics/registry.h"
+#include "solver/local_search.h"
 #include "tests/test_problems.h"
 
 namespace optpipe {
@@ -82,6 +88,90 @@ TEST(SequencingBound, CountsTheWaitBehindALongForward) {
   EXPECT_NEAR(work_bound(p), 11, 1e-9);
   EXPECT_NEAR(sequencing_bound(p), 12, 1e-9);
   EXPECT_NEAR(testing::exhaustive_optimum(p, /*fifo=*/false), 12, 1e-9);
+}
+
+// R = 2, m = 16, T_F = T_B = T_W = 1, A = 1000, G = 0, p2p 8, room for 3 activations a rank and
+// no link. Stage 0's activation is held from its F's start to its B's end, at least 20, so the
+// k-th F of rank 0 (k >= 3) waits for the end of the (k - 3)-th B: it starts at 20 (k - 2) / 3 or
+// later, F(0) of the last microbatch (k = 15) at 100, and its round trip and W(0) end at 121.
+// The memory bound's area sees 16 x 20000 / 3000 = 106.7.
+TEST(SequencingBound, PacesForwardsBehindTheBackwardsThatFreeTheirMemory) {
+  Problem p = testing::uniform_problem(2, 1, 16, {}, PlacementKind::kLoop, 8);
+  for (int r = 0; r < p.ranks; ++r) p.budget_bytes[r] = p.static_bytes[r] + 3000;
+  EXPECT_NEAR(sequencing_bound(p), 121, 1e-9);
+  EXPECT_NEAR(memory_bound(p), 320.0 / 3, 1e-9);
+  // Offloads (4 each way at 250 bytes per time unit) free room before the Bs do.
+  p.offload = OffloadLink{250, 250, ChannelMode::kDuplex, {0, 1}};
+  EXPECT_LT(sequencing_bound(p), 121 - 1);
+}
+
+// A V-shape on two ranks, no link: rank 0 holds stage 0 and the last stage, whose activation is
+// 1.5 of stage 0's, in room for 2.7. While the last stage's F to B hold their activation, no other
+// microbatch's stage-0 activation fits beside its own, nor a G of stage 0 waiting for its W. So
+// each microbatch's F(3) waits for the previous one's W(0): 4 (F0 to F2, two hand-offs of 0.5)
+// + m x 7 (F3, B3 to B0 with two hand-offs, W0), which zb-auto's schedule meets. The memory bound
+// counts areas only: 4 under it at m = 4.
+TEST(SequencingBound, MeetsAVShapeWhoseLastStageWaitsForStageZero) {
+  testing::UniformCosts costs;
+  costs.weight_grad_bytes = 250;
+  for (const int m : {2, 4, 6}) {
+    Problem p = testing::uniform_problem(2, 2, m, costs, PlacementKind::kVShape, 0.5);
+    p.stages[3].activation_bytes = 1500;
+    p.stages[3].weight_grad_bytes = 375;
+    for (int r = 0; r < p.ranks; ++r) p.budget_bytes[r] = p.static_bytes[r] + 2700;
+    SCOPED_TRACE(::testing::Message() << "m=" << m);
+    EXPECT_NEAR(sequencing_bound(p), 4 + 7 * m, 1e-9);
+    const testing::TimedSchedule zb = testing::run_generator("zb-auto", p);
+    EXPECT_TRUE(zb.metrics.within_budget);
+    EXPECT_NEAR(zb.metrics.makespan, 4 + 7 * m, 1e-9);
+    EXPECT_LT(memory_bound(p), 4 + 7 * m - 1);
+  }
+}
+
+// Every generator's schedule, and a random one that offloads (the local search's kicks from the
+// generator's order, with room for anything), each held to the bound at its own per-rank peaks,
+// where memory binds most.
+TEST(SequencingBound, NoScheduleAtItsOwnPeaksBeatsTheMemoryPacing) {
+  std::mt19937 rng(20261125);
+  int schedules = 0, offloading = 0, paced = 0;
+  auto check_at_own_peaks = [&](const Problem& roomy, const Schedule& schedule, double unpaced) {
+    const Metrics metrics = compute_metrics(roomy, schedule, unpaced);
+    Problem at_peaks = roomy;
+    for (const RankMetrics& rank : metrics.ranks) {
+      at_peaks.budget_bytes[rank.rank] = rank.peak_bytes;
+    }
+    const double bound = sequencing_bound(at_peaks);
+    EXPECT_GE(metrics.makespan, bound * (1 - 1e-9));
+    ++schedules;
+    paced += bound > unpaced * (1 + 1e-9);
+    offloading += std::any_of(schedule.ranks.begin(), schedule.ranks.end(), [](const auto& acts) {
+      return std::any_of(acts.begin(), acts.end(),
+                         [](const Action& a) { return a.ref.op == Op::kOffload; });
+    });
+  };
+  for (int trial = 0; trial < 60; ++trial) {
+    Problem roomy = testing::random_problem(rng);
+    for (int64_t& b : roomy.budget_bytes) b = int64_t{1} << 60;
+    const double unpaced = sequencing_bound(roomy);
+    for (const Generator& generator : generators()) {
+      if (!generator.unsupported_reason(roomy).empty()) continue;
+      SCOPED_TRACE(::testing::Message()
+                   << "trial " << trial << " " << generator.name << " R=" << roomy.ranks
+                   << " v=" << roomy.chunks_per_rank << " m=" << roomy.microbatches);
+      const Order order = generator.build(roomy);
+      check_at_own_peaks(roomy, simulate(roomy, order, std::string(generator.name)), unpaced);
+      std::optional<LocalSearch> search = LocalSearch::from(roomy, order, trial);
+      if (!search) continue;
+      search->perturb(roomy.ranks * roomy.chunks_per_rank * roomy.microbatches);
+      check_at_own_peaks(roomy, search->schedule(), unpaced);
+    }
+  }
+  std::printf("%d schedules, %d offloading, %d where memory pacing raises the bound\n", schedules,
+              offloading, paced);
+  // Measured: 604 schedules, 138 offloading, 67 paced.
+  EXPECT_GT(schedules, 500);
+  EXPECT_GT(offloading, 100);
+  EXPECT_GT(paced, 50);
 }
 
 }  // namespace

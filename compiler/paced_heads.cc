@@ -1,0 +1,184 @@
+#include "compiler/paced_heads.h"
+
+#include <algorithm>
+#include <limits>
+
+namespace optpipe {
+
+namespace {
+
+// Each round raises some heads and lets the others catch up; every round's heads are valid, so
+// stopping early only weakens the bound (R = 32, m = 256 settles in about 30).
+constexpr int kMaxRounds = 100;
+
+bool raise(double& head, double at_least) {
+  if (at_least <= head) return false;
+  head = at_least;
+  return true;
+}
+
+// The k-th F of stage s starts after k + 1 Fs of stage s - 1 have ended (one per microbatch that
+// has reached stage s), so after the k-th of them, and after the (k - 1)-th F of stage s; the
+// k-th B of the last stage after its k-th F, of another stage after the k-th B of the stage
+// after it; the k-th W after the k-th B.
+void raise_along_dependencies(const Problem& problem, OpHeads& heads) {
+  const int stages = problem.num_stages();
+  const int m = problem.microbatches;
+  for (int s = 0; s < stages; ++s) {
+    for (int k = 0; k < m; ++k) {
+      if (s > 0) {
+        raise(heads.forward[s][k],
+              heads.forward[s - 1][k] + problem.stages[s - 1].forward + problem.p2p(s - 1, s));
+      }
+      if (k > 0) raise(heads.forward[s][k], heads.forward[s][k - 1] + problem.stages[s].forward);
+    }
+  }
+  for (int s = stages - 1; s >= 0; --s) {
+    const StageCosts& cost = problem.stages[s];
+    for (int k = 0; k < m; ++k) {
+      raise(heads.backward[s][k], s == stages - 1 ? heads.forward[s][k] + cost.forward
+                                                  : heads.backward[s + 1][k] +
+                                                        problem.stages[s + 1].backward_input +
+                                                        problem.p2p(s + 1, s));
+      if (k > 0) raise(heads.backward[s][k], heads.backward[s][k - 1] + cost.backward_input);
+      raise(heads.weight[s][k], heads.backward[s][k] + cost.backward_input);
+      if (k > 0) raise(heads.weight[s][k], heads.weight[s][k - 1] + cost.backward_weight);
+    }
+  }
+}
+
+// How many ops with these heads (non-decreasing) and duration can have ended by `time`.
+int ended_by(const std::vector<double>& heads, double duration, double time) {
+  return static_cast<int>(
+      std::partition_point(heads.begin(), heads.end(),
+                           [&](double head) { return head + duration <= time; }) -
+      heads.begin());
+}
+
+// The memory of one rank as the pacing sees it, from the heads of the current round.
+class RankMemory {
+ public:
+  RankMemory(const Problem& problem, int rank, const OpHeads& heads)
+      : problem_(problem),
+        heads_(heads),
+        stages_(problem.stages_of_rank(rank)),
+        budget_(static_cast<double>(problem.activation_budget(rank))) {
+    double offload_time = std::numeric_limits<double>::infinity();
+    double shortest_forward = std::numeric_limits<double>::infinity();
+    std::vector<double> forwards;
+    for (int s : stages_) {
+      const StageCosts& cost = problem.stages[s];
+      shortest_forward = std::min(shortest_forward, cost.forward);
+      forwards.insert(forwards.end(), heads.forward[s].begin(), heads.forward[s].end());
+      if (problem.offload_frees_memory(s)) {
+        moved_ = std::max(moved_, static_cast<double>(cost.offloadable_bytes));
+        offload_time = std::min(offload_time, problem.offload_time(s));
+      }
+    }
+    // The i-th offload to end (from 0) moves the activation of one of the rank's Fs from the
+    // i-th on, after that F ends, and the channel moves one at a time.
+    if (moved_ > 0) {
+      std::sort(forwards.begin(), forwards.end());
+      for (size_t i = 0; i < forwards.size(); ++i) {
+        const double after_forward = forwards[i] + shortest_forward + offload_time;
+        offloads_end_.push_back(
+            i == 0 ? after_forward : std::max(after_forward, offloads_end_[i - 1] + offload_time));
+      }
+    }
+    moments_ = offloads_end_;
+    for (int s : stages_) {
+      const StageCosts& cost = problem.stages[s];
+      for (double head : heads.backward[s]) moments_.push_back(head + cost.backward_input);
+      for (double head : heads.weight[s]) moments_.push_back(head + cost.backward_weight);
+    }
+    std::sort(moments_.begin(), moments_.end());
+  }
+
+  // The earliest moment from `head` on at which the k-th F of the rank's c-th stage fits. Where
+  // nothing released by the heads makes it fit, no schedule fits the budget; the last release
+  // then keeps the bound from falling as the budget does.
+  double earliest_fit(size_t c, int k, double head) const {
+    if (fits(c, k, head)) return head;
+    const auto first = std::partition_point(moments_.begin(), moments_.end(), [&](double t) {
+      return t <= head || !fits(c, k, t);
+    });
+    if (first != moments_.end()) return *first;
+    return moments_.empty() ? head : std::max(head, moments_.back());
+  }
+
+ private:
+  // Whether the bytes the k-th F of the c-th stage allocates fit at `time`: k + 1 activations of
+  // each of the first c stages are allocated by then (the F's own included), less what can have
+  // been released. An activation whose B has ended holds its G until its W ends, then nothing;
+  // one whose offload has ended holds A - O until its reload. Each B that can have ended is
+  // counted as freeing the larger of A - G and the largest O: a B that ran on an activation other
+  // than these could leave one of them offloaded instead.
+  bool fits(size_t c, int k, double time) const {
+    double held = 0;
+    int may_be_offloaded = 0;
+    for (size_t i = 0; i <= c; ++i) {
+      const StageCosts& cost = problem_.stages[stages_[i]];
+      const int before = i == c ? k : k + 1;  // allocated before the F itself
+      const int backwards =
+          std::min(before, ended_by(heads_.backward[stages_[i]], cost.backward_input, time));
+      const int weights =
+          std::min(backwards, ended_by(heads_.weight[stages_[i]], cost.backward_weight, time));
+      const auto bytes = static_cast<double>(cost.activation_bytes);
+      const auto after_backward =
+          static_cast<double>(cost.activation_bytes - cost.weight_grad_bytes);
+      held += (k + 1) * bytes - weights * bytes -
+              (backwards - weights) * std::max(after_backward, moved_);
+      may_be_offloaded += before - backwards;
+    }
+    const auto offloaded = std::min<int>(
+        may_be_offloaded,
+        std::upper_bound(offloads_end_.begin(), offloads_end_.end(), time) - offloads_end_.begin());
+    return held - offloaded * moved_ <= budget_;
+  }
+
+  const Problem& problem_;
+  const OpHeads& heads_;
+  const std::vector<int> stages_;  // model order
+  const double budget_;
+  double moved_ = 0;                  // the most an offload frees
+  std::vector<double> offloads_end_;  // the i-th offload to end ends no earlier than [i]
+  std::vector<double> moments_;       // when a release can happen
+};
+
+// Raises the F heads of `rank` where its memory makes them wait; true when one rose.
+bool pace_rank(const Problem& problem, int rank, OpHeads& heads) {
+  const std::vector<int> stages = problem.stages_of_rank(rank);
+  for (int s : stages) {
+    if (problem.recompute_frees_memory(s)) return false;  // R allocates too: not modelled
+  }
+  const RankMemory memory(problem, rank, heads);
+  std::vector<std::vector<double>> paced;  // applied once the round has read every head
+  for (size_t c = 0; c < stages.size(); ++c) {
+    paced.push_back(heads.forward[stages[c]]);
+    for (int k = 0; k < problem.microbatches; ++k) {
+      paced[c][k] = memory.earliest_fit(c, k, paced[c][k]);
+    }
+  }
+  bool raised = false;
+  for (size_t c = 0; c < stages.size(); ++c) {
+    for (int k = 0; k < problem.microbatches; ++k) {
+      raised |= raise(heads.forward[stages[c]][k], paced[c][k]);
+    }
+  }
+  return raised;
+}
+
+}  // namespace
+
+OpHeads paced_heads(const Problem& problem, OpHeads heads) {
+  for (int round = 0; round < kMaxRounds; ++round) {
+    raise_along_dependencies(problem, heads);
+    bool raised = false;
+    for (int r = 0; r < problem.ranks; ++r) raised |= pace_rank(problem, r, heads);
+    if (!raised) return heads;
+  }
+  raise_along_dependencies(problem, heads);
+  return heads;
+}
+
+}  // namespace optpipe

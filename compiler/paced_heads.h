@@ -1,0 +1,30 @@
+// Heads of the sequencing bound (compiler/sequencing_bound.h) paced by memory (docs/semantics.md,
+// The sequencing bound): an F allocates its activation, so on a rank whose budget binds it waits
+// until enough of the rank's earlier activations can have been released or offloaded.
+#pragma once
+
+#include <vector>
+
+#include "compiler/problem.h"
+
+namespace optpipe {
+
+// Per stage, the least start of its k-th F, B and W (k from 0, in start order), from the
+// schedule's first start: [stage][k], non-decreasing in k.
+struct OpHeads {
+  std::vector<std::vector<double>> forward;
+  std::vector<std::vector<double>> backward;
+  std::vector<std::vector<double>> weight;
+};
+
+// Raises `heads`, each a lower bound in every schedule within the budget, until none rises:
+// along one microbatch's dependencies (the k-th F of a stage starts after the k-th F of the stage
+// before it ends, and so on for B and W), one op of a family at a time, and by memory: the k-th F
+// of a rank's c-th stage (model order) comes after k + 1 Fs of each of the rank's first c stages
+// have allocated their activations, so it starts no earlier than the first moment at which the
+// Bs and Ws that can have ended by then, at their heads, and the offloads the rank's channel can
+// have finished (one at a time, each after an F) leave room for it. Ranks with a stage that can
+// recompute are left as they are.
+OpHeads paced_heads(const Problem& problem, OpHeads heads);
+
+}  // namespace optpipe
