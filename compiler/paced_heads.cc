@@ -99,9 +99,8 @@ class RankMemory {
   // then keeps the bound from falling as the budget does.
   double earliest_fit(size_t c, int k, double head) const {
     if (fits(c, k, head)) return head;
-    const auto first = std::partition_point(moments_.begin(), moments_.end(), [&](double t) {
-      return t <= head || !fits(c, k, t);
-    });
+    const auto first = std::partition_point(moments_.begin(), moments_.end(),
+                                            [&](double t) { return t <= head || !fits(c, k, t); });
     if (first != moments_.end()) return *first;
     return moments_.empty() ? head : std::max(head, moments_.back());
   }

@@ -8,10 +8,13 @@
 
 #include "compiler/microbatch_paths.h"
 #include "compiler/paced_heads.h"
+#include "compiler/rank_memory_need.h"
 
 namespace optpipe {
 
 namespace {
+
+constexpr double kInfinity = std::numeric_limits<double>::infinity();
 
 // One op of a rank, as the relaxation sees it: it cannot start before `head` (from the
 // schedule's first start) and the schedule runs at least `tail` after it ends.
@@ -48,9 +51,9 @@ double longest(const std::vector<double>& durations, int from, int to) {  // [fr
 }
 
 // Per stage: F, B and W with heads and tails from one microbatch's paths (docs/semantics.md).
-std::vector<std::vector<OpFamily>> op_families(const Problem& problem) {
+std::vector<std::vector<OpFamily>> op_families(const Problem& problem,
+                                               const MicrobatchPaths& paths) {
   const int stages = problem.num_stages();
-  const MicrobatchPaths paths = microbatch_paths(problem);
   std::vector<double> f(stages), b(stages), w(stages);
   for (int s = 0; s < stages; ++s) {
     f[s] = problem.stages[s].forward;
@@ -122,10 +125,33 @@ double jackson_preemptive_bound(std::vector<Job> jobs) {
   return bound;
 }
 
+// The least makespan of the rank's jobs beside the R time its memory needs by that makespan
+// (RankMemoryNeed::recompute_time), `without` it. Each R runs after its F and before its B, so
+// with preemption all of them are one job `recompute` with the earliest head and least tail of
+// any; the time it takes falls as the makespan grows, so bisect, and report the failing end.
+double with_recompute_time(std::vector<Job> jobs, Job recompute, const RankMemoryNeed& need,
+                           double without) {
+  if (need.recompute_time(without) == 0) return without;
+  jobs.push_back(recompute);
+  auto fits = [&](double makespan) {
+    jobs.back().duration = need.recompute_time(makespan);
+    return jobs.back().duration != kInfinity && jackson_preemptive_bound(jobs) <= makespan;
+  };
+  // Recomputing all that saves fits by then: it adds at most its time to Jackson's schedule.
+  double fitting = std::max(without + need.total_recompute_time(), need.fitting_makespan());
+  double failing = without;
+  while (fitting - failing > 1e-12 * fitting) {
+    const double mid = (failing + fitting) / 2;
+    (fits(mid) ? fitting : failing) = mid;
+  }
+  return failing;
+}
+
 }  // namespace
 
 double sequencing_bound(const Problem& problem) {
-  const std::vector<std::vector<OpFamily>> families = op_families(problem);
+  const MicrobatchPaths paths = microbatch_paths(problem);
+  const std::vector<std::vector<OpFamily>> families = op_families(problem, paths);
   const int m = problem.microbatches;
   OpHeads heads;
   const std::array<std::vector<std::vector<double>>*, 3> of_type = {
@@ -140,6 +166,7 @@ double sequencing_bound(const Problem& problem) {
   double bound = 0;
   for (int r = 0; r < problem.ranks; ++r) {
     std::vector<Job> jobs;
+    Job recompute{kInfinity, 0, kInfinity};
     for (int s : problem.stages_of_rank(r)) {
       for (size_t type = 0; type < of_type.size(); ++type) {
         const OpFamily& family = families[s][type];
@@ -150,8 +177,21 @@ double sequencing_bound(const Problem& problem) {
                                    family.tail_via_own_weight.at(from_last))});
         }
       }
+      if (problem.recompute_frees_memory(s)) {
+        const StageCosts& cost = problem.stages[s];
+        const OpFamily& backward = families[s][1];  // F, B, W
+        recompute.head = std::min(recompute.head, heads.forward[s][0] + cost.forward);
+        recompute.tail = std::min(
+            recompute.tail, cost.backward_input + std::max(backward.tail_via_stage_zero.at(0),
+                                                           backward.tail_via_own_weight.at(0)));
+      }
     }
-    bound = std::max(bound, jackson_preemptive_bound(std::move(jobs)));
+    double rank_bound = jackson_preemptive_bound(jobs);
+    const RankMemoryNeed need = rank_memory_need(problem, paths, r);
+    if (need.recomputes() && need.area.per_time > 0) {
+      rank_bound = with_recompute_time(std::move(jobs), recompute, need, rank_bound);
+    }
+    bound = std::max(bound, rank_bound);
   }
   // The simulator adds the same durations in another order: round down past the last bits in
   // which the two sums may differ, so a schedule that meets the bound never falls below it.
