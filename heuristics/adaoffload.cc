@@ -19,6 +19,7 @@
 #include "heuristics/memory_policies.h"
 #include "heuristics/offload_generators.h"
 #include "heuristics/offload_orders.h"
+#include "heuristics/recomputing_lists.h"
 
 namespace optpipe {
 
@@ -233,6 +234,20 @@ void search_offloading_lists(const Problem& problem, Search& search) {
   }
 }
 
+// Every activation of the stages that can recompute recomputed (heuristics/recomputing_lists.h):
+// the densest orders where the memory-limited ones hold few microbatches in flight.
+void search_recomputing_lists(const Problem& problem, Search& search) {
+  for (bool later_first : {false, true}) {
+    if (later_first && problem.chunks_per_rank == 1) continue;
+    try {
+      search.offer(
+          time_with_simulator(problem, recomputing_list_order(problem, later_first), kMethod));
+    } catch (const Error&) {
+      // a starved rank in the view; the other candidates remain
+    }
+  }
+}
+
 // The best order found, timed by the simulator.
 OffloadedSchedule adaoffload_search(const Problem& problem) {
   Search search(problem);
@@ -256,6 +271,7 @@ OffloadedSchedule adaoffload_search(const Problem& problem) {
       search.consider_listed(memory_limited_policy(problem, factor, later_first));
     }
   }
+  if (problem.any_stage_can_recompute()) search_recomputing_lists(problem, search);
   // One microbatch at a time: the leanest order, which never deadlocks.
   if (!search.found_fit()) search.consider(microbatch_serial_order(problem, true));
   return search.take();

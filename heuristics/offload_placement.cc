@@ -243,8 +243,8 @@ int grow_recomputed(const Problem& problem, const Order& order, const Schedule& 
   return added;
 }
 
-// `order` with R(s, j) listed right before the backward of every recomputed activation that
-// has none yet.
+}  // namespace
+
 Order with_recompute(const Order& order, const OpTable<uint8_t>& recomputed) {
   Order result;
   result.ranks.resize(order.ranks.size());
@@ -263,8 +263,6 @@ Order with_recompute(const Order& order, const OpTable<uint8_t>& recomputed) {
   }
   return result;
 }
-
-}  // namespace
 
 double makespan_of(const Schedule& schedule) {
   double first = std::numeric_limits<double>::infinity();

@@ -25,6 +25,10 @@ class OffloadSet {
   OpTable<uint8_t> chosen_;
 };
 
+// `order` with R(s, j) listed right before the backward of every activation in `recomputed`
+// (indexed through Op::kForward) that has none yet.
+Order with_recompute(const Order& order, const OpTable<uint8_t>& recomputed);
+
 // Last end minus first start over all actions.
 double makespan_of(const Schedule& schedule);
 

@@ -1,0 +1,26 @@
+// List orders for a plan that recomputes every activation of the stages that can (docs/methods.md,
+// AdaOffload). Such an activation holds only its checkpoint C between its F and its R, so many
+// more forwards fit than the memory-limited orders admit, at T_R per activation. Where memory,
+// not compute, holds a long pipeline back (many stages per microbatch's round trip, room for few
+// whole activations), these orders are several times denser; recompute as a fallback, added only
+// where an order exceeds the budget (heuristics/offload_placement.h), never finds them, since the
+// memory-limited orders fit by running few microbatches at a time.
+#pragma once
+
+#include "compiler/problem.h"
+#include "compiler/schedule.h"
+
+namespace optpipe {
+
+// `problem` as the list scheduler should see that plan: a recomputed activation counts
+// max(C, G) from its F to its B (its checkpoint, or the G its B leaves), its R's time joins its
+// B's, and each rank's budget keeps room for the one activation that is whole at a time (during
+// its F, or from its R, listed right before its B, through that B; a rank runs one op at a time).
+// An order within this view's budget is within the problem's.
+Problem recomputing_view(const Problem& problem);
+
+// The memory-limited list scheduler's order on the view, with R(s, j) listed right before each
+// backward of a stage that can recompute. Throws as list_schedule does.
+Order recomputing_list_order(const Problem& problem, bool later_chunk_first);
+
+}  // namespace optpipe
