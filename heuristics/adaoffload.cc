@@ -234,14 +234,20 @@ void search_offloading_lists(const Problem& problem, Search& search) {
   }
 }
 
-// Every activation of the stages that can recompute recomputed (heuristics/recomputing_lists.h):
-// the densest orders where the memory-limited ones hold few microbatches in flight.
+// Every activation of the stages that can recompute recomputed (heuristics/recomputing_lists.h),
+// and memory-limited orders at 2 and 4 times the budget with recompute covering the excess: the
+// densest orders where the memory-limited ones hold few microbatches in flight.
 void search_recomputing_lists(const Problem& problem, Search& search) {
   for (bool later_first : {false, true}) {
     if (later_first && problem.chunks_per_rank == 1) continue;
     try {
       search.offer(
           time_with_simulator(problem, recomputing_list_order(problem, later_first), kMethod));
+      for (double factor : {2.0, 4.0}) {
+        search.offer(time_with_simulator(
+            problem, list_schedule(problem, memory_limited_policy(problem, factor, later_first)),
+            kMethod));
+      }
     } catch (const Error&) {
       // a starved rank in the view; the other candidates remain
     }
