@@ -98,7 +98,10 @@ class Search {
         fit_offloads(problem_, order, timing, kMethod, OffloadChoice::kLongestLived,
                      OffloadSet(problem_), fit_goal());
     const bool fits = fitted.fits();
+    const bool offloads = fitted.offloads > 0;
     offer(std::move(fitted));
+    // Recompute instead of offload, where the link is what slows the fit down.
+    if (offloads && recompute_) offer(time_with_simulator(problem_, order, kMethod));
     return fits ? Verdict::kFits : Verdict::kOverBudget;
   }
 
@@ -243,11 +246,6 @@ void search_recomputing_lists(const Problem& problem, Search& search) {
     try {
       search.offer(
           time_with_simulator(problem, recomputing_list_order(problem, later_first), kMethod));
-      for (double factor : {2.0, 4.0}) {
-        search.offer(time_with_simulator(
-            problem, list_schedule(problem, memory_limited_policy(problem, factor, later_first)),
-            kMethod));
-      }
     } catch (const Error&) {
       // a starved rank in the view; the other candidates remain
     }
