@@ -77,6 +77,9 @@ std::vector<ProfileSpec> suite_profiles(SuiteKind kind) {
       profiles.push_back(make_profile(kUneven, r, 2 * r, ample));
     profiles.push_back(make_profile(kGpt, r, 2 * r, false, true));
   }
+  // Recompute beside a link that offload can use, on longer pipelines: where the shared links
+  // pace the offloading orders and recompute is the faster way to fit.
+  for (const int r : {8, 16}) profiles.push_back(make_profile(kGpt, r, 4 * r, true, true));
   return profiles;
 }
 
