@@ -126,6 +126,31 @@ TEST(OffloadGenerators, ValidateAndRespectTheBudgetOnRandomTightProblems) {
       OFFLOAD_TRIALS, pipe_fits, pipe_runs);
 }
 
+// The same with every stage able to recompute (C = A / 8, T_R = T_F): AdaOffload's schedules,
+// offloading, recomputing or both, validate and fit.
+TEST(OffloadGenerators, AdaOffloadValidatesWithRecomputeOnRandomTightProblems) {
+  std::mt19937 rng(20261125);
+  int recomputing = 0;
+  for (int trial = 0; trial < OFFLOAD_TRIALS; ++trial) {
+    Problem problem = tight_problem(rng, std::uniform_real_distribution<double>(0.2, 1.0)(rng));
+    for (StageCosts& c : problem.stages) {
+      c.checkpoint_bytes = c.activation_bytes / 8;
+      c.recompute_forward = c.forward;
+    }
+    SCOPED_TRACE(describe_problem(problem, trial));
+    const OffloadedSchedule ada = adaoffload_schedule(problem);
+    expect_valid(problem, ada, "adaoffload");
+    EXPECT_TRUE(ada.fits()) << "the microbatch-serial order fits";
+    recomputing +=
+        std::any_of(ada.order.ranks.begin(), ada.order.ranks.end(), [](const auto& refs) {
+          return std::any_of(refs.begin(), refs.end(),
+                             [](const OpRef& r) { return r.op == Op::kRecompute; });
+        });
+  }
+  std::printf("%d of %d recompute\n", recomputing, OFFLOAD_TRIALS);
+  EXPECT_GT(recomputing, OFFLOAD_TRIALS / 6);  // measured: 18 of 60
+}
+
 TEST(OffloadGenerators, AdaOffloadOffloadsNothingWithAmpleMemory) {
   std::mt19937 rng(99);
   for (int trial = 0; trial < 30; ++trial) {
