@@ -45,6 +45,11 @@ double recompute_saving(const StageCosts& c, double round_trip) {
       0.0, static_cast<double>(c.recomputed_bytes()) * (round_trip - held_when_recomputed(c)));
 }
 
+// What `use` leaves over the allowance by `makespan`.
+double deficit(const Allowance& allowance, double use, double makespan) {
+  return use - allowance.per_time * std::max(0.0, makespan - allowance.head - allowance.tail);
+}
+
 }  // namespace
 
 bool Savings::add(double saving, double price, double count) {
@@ -84,15 +89,6 @@ double Savings::total_price() const {
   for (const Option& option : options_) price += option.total_price;
   return price;
 }
-
-namespace {
-
-// What `use` leaves over the allowance by `makespan`.
-double deficit(const Allowance& allowance, double use, double makespan) {
-  return use - allowance.per_time * std::max(0.0, makespan - allowance.head - allowance.tail);
-}
-
-}  // namespace
 
 double Allowance::offload_bytes(double makespan) const {
   return offloads.price_of(deficit(*this, need, makespan));

@@ -90,7 +90,7 @@ class Search {
     return consider(outcome.order);
   }
 
-  // The same for an order already timed without transfers.
+  // The same for an order the simulator has already timed, without transfers.
   Verdict consider_timed(const Order& order, const Schedule& timing) {
     // Offload never shortens a schedule: a compute order already slower than the best is out.
     if (makespan_of(timing) >= best_fit_makespan()) return Verdict::kTooSlow;
@@ -101,7 +101,7 @@ class Search {
     const bool offloads = fitted.offloads > 0;
     offer(std::move(fitted));
     // Recompute instead of offload, where the link is what slows the fit down.
-    if (offloads && recompute_) offer(time_with_simulator(problem_, order, kMethod));
+    if (offloads && recompute_) offer(summarize(problem_, order, timing));
     return fits ? Verdict::kFits : Verdict::kOverBudget;
   }
 

@@ -90,20 +90,6 @@ struct Activation {
   double reload_start = 0;
 };
 
-// An order with its timing and what the budget and the search need to know of it.
-OffloadedSchedule summarize(const Problem& problem, Order order, Schedule schedule) {
-  OffloadedSchedule result;
-  result.order = std::move(order);
-  result.schedule = std::move(schedule);
-  result.excess_bytes = budget_excess(problem, result.schedule);
-  result.makespan = makespan_of(result.schedule);
-  for (const auto& refs : result.order.ranks) {
-    result.offloads += static_cast<int>(std::count_if(
-        refs.begin(), refs.end(), [](const OpRef& r) { return r.op == Op::kOffload; }));
-  }
-  return result;
-}
-
 OffloadedSchedule evaluate(const Problem& problem, const Order& compute_order,
                            const Schedule& timing, OffloadSet& offloaded,
                            const std::string& method) {
@@ -381,6 +367,19 @@ Order insert_transfers(const Problem& problem, const Order& compute_order, const
     }
   }
   return order;
+}
+
+OffloadedSchedule summarize(const Problem& problem, Order order, Schedule schedule) {
+  OffloadedSchedule result;
+  result.order = std::move(order);
+  result.schedule = std::move(schedule);
+  result.excess_bytes = budget_excess(problem, result.schedule);
+  result.makespan = makespan_of(result.schedule);
+  for (const auto& refs : result.order.ranks) {
+    result.offloads += static_cast<int>(std::count_if(
+        refs.begin(), refs.end(), [](const OpRef& r) { return r.op == Op::kOffload; }));
+  }
+  return result;
 }
 
 OffloadedSchedule time_with_simulator(const Problem& problem, Order order,

@@ -81,6 +81,10 @@ OffloadedSchedule fit_offloads(const Problem& problem, const Order& compute_orde
 OffloadedSchedule fit_recompute(const Problem& problem, OffloadedSchedule fitted,
                                 const std::string& method);
 
+// `order` with `schedule`, its timing by the simulator, and what the budget and the search need to
+// know of them.
+OffloadedSchedule summarize(const Problem& problem, Order order, Schedule schedule);
+
 // Times `order` with compiler/simulate: what a generator returns.
 OffloadedSchedule time_with_simulator(const Problem& problem, Order order,
                                       const std::string& method);

@@ -2,9 +2,9 @@
 // AdaOffload). Such an activation holds only its checkpoint C between its F and its R, so many
 // more forwards fit than the memory-limited orders admit, at T_R per activation. Where memory,
 // not compute, holds a long pipeline back (many stages per microbatch's round trip, room for few
-// whole activations), these orders are several times denser; recompute as a fallback, added only
-// where an order exceeds the budget (heuristics/offload_placement.h), never finds them, since the
-// memory-limited orders fit by running few microbatches at a time.
+// whole activations), these orders are several times denser. Recompute fitted onto a finished
+// order (heuristics/offload_placement.h) starts from that order's density instead: where no order
+// is dense to begin with, as without a link, only these find it.
 #pragma once
 
 #include "compiler/problem.h"

@@ -23,11 +23,11 @@
 namespace optpipe {
 namespace {
 
-int count_offloads(const Order& order) {
+int count_ops(const Order& order, Op op) {
   int n = 0;
   for (const auto& refs : order.ranks) {
-    n += static_cast<int>(std::count_if(refs.begin(), refs.end(),
-                                        [](const OpRef& r) { return r.op == Op::kOffload; }));
+    n += static_cast<int>(
+        std::count_if(refs.begin(), refs.end(), [op](const OpRef& r) { return r.op == op; }));
   }
   return n;
 }
@@ -141,11 +141,7 @@ TEST(OffloadGenerators, AdaOffloadValidatesWithRecomputeOnRandomTightProblems) {
     const OffloadedSchedule ada = adaoffload_schedule(problem);
     expect_valid(problem, ada, "adaoffload");
     EXPECT_TRUE(ada.fits()) << "the microbatch-serial order fits";
-    recomputing +=
-        std::any_of(ada.order.ranks.begin(), ada.order.ranks.end(), [](const auto& refs) {
-          return std::any_of(refs.begin(), refs.end(),
-                             [](const OpRef& r) { return r.op == Op::kRecompute; });
-        });
+    recomputing += count_ops(ada.order, Op::kRecompute) > 0;
   }
   std::printf("%d of %d recompute\n", recomputing, OFFLOAD_TRIALS);
   EXPECT_GT(recomputing, OFFLOAD_TRIALS / 6);  // measured: 18 of 60
@@ -158,7 +154,7 @@ TEST(OffloadGenerators, AdaOffloadOffloadsNothingWithAmpleMemory) {
     SCOPED_TRACE(describe_problem(problem, trial));
     const OffloadedSchedule ada = adaoffload_schedule(problem);
     EXPECT_TRUE(ada.fits());
-    EXPECT_EQ(count_offloads(ada.order), 0);
+    EXPECT_EQ(count_ops(ada.order, Op::kOffload), 0);
   }
 }
 
@@ -260,7 +256,7 @@ TEST(OffloadGenerators, PipeOffloadWithOneChunkAndAmpleMemoryIs1F1B) {
   const Schedule one_f_one_b = simulate(problem, one_f_one_b_order(problem), "1f1b");
   EXPECT_TRUE(pipe.fits());
   EXPECT_DOUBLE_EQ(pipe.makespan, makespan_of(one_f_one_b));
-  EXPECT_EQ(count_offloads(pipe.order), 0);
+  EXPECT_EQ(count_ops(pipe.order, Op::kOffload), 0);
 }
 
 TEST(OffloadGenerators, RegistryBuildsBothOnEveryRandomProblem) {
@@ -287,12 +283,7 @@ TEST(OffloadGenerators, AdaOffloadRecomputesWhereOnlyRecomputeFits) {
   const OffloadedSchedule ada = adaoffload_schedule(problem);
   expect_valid(problem, ada, "adaoffload");
   EXPECT_TRUE(ada.fits());
-  int recomputes = 0;
-  for (const auto& refs : ada.order.ranks) {
-    recomputes += static_cast<int>(std::count_if(
-        refs.begin(), refs.end(), [](const OpRef& r) { return r.op == Op::kRecompute; }));
-  }
-  EXPECT_GT(recomputes, 0);
+  EXPECT_GT(count_ops(ada.order, Op::kRecompute), 0);
   Problem without = problem;
   for (StageCosts& stage : without.stages) stage.checkpoint_bytes.reset();
   EXPECT_FALSE(adaoffload_schedule(without).fits());
