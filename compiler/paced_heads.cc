@@ -92,6 +92,9 @@ class RankMemory {
       for (double head : heads.weight[s]) moments_.push_back(head + cost.backward_weight);
     }
     std::sort(moments_.begin(), moments_.end());
+    for (size_t i = 0; i < stages_.size(); ++i) swap_order_.push_back(i);
+    std::sort(swap_order_.begin(), swap_order_.end(),
+              [&](size_t a, size_t b) { return after_backward(a) < after_backward(b); });
   }
 
   // The earliest moment from `head` on at which the k-th F of the rank's c-th stage fits. Where
@@ -106,33 +109,62 @@ class RankMemory {
   }
 
  private:
+  // Of the activations of the rank's i-th stage counted for the k-th F of its c-th stage (k + 1,
+  // or k of the F's own stage), how many can be past their B and past their W at `time`.
+  struct Released {
+    int counted = 0;
+    int backwards = 0;
+    int weights = 0;
+  };
+  Released released(size_t i, size_t c, int k, double time) const {
+    const StageCosts& cost = problem_.stages[stages_[i]];
+    Released r;
+    r.counted = i == c ? k : k + 1;
+    r.backwards =
+        std::min(r.counted, ended_by(heads_.backward[stages_[i]], cost.backward_input, time));
+    r.weights =
+        std::min(r.backwards, ended_by(heads_.weight[stages_[i]], cost.backward_weight, time));
+    return r;
+  }
+
   // Whether the bytes the k-th F of the c-th stage allocates fit at `time`: k + 1 activations of
   // each of the first c stages are allocated by then (the F's own included), less what can have
   // been released. An activation whose B has ended holds its G until its W ends, then nothing;
-  // one whose offload has ended holds A - O until its reload. Each B that can have ended is
-  // counted as freeing the larger of A - G and the largest O: a B that ran on an activation other
-  // than these could leave one of them offloaded instead.
+  // one whose offload has ended holds A - O until its reload, and at most one offload per counted
+  // activation not past its B can have ended. A B that ended while its W did not may have run on
+  // an activation other than these, leaving one of them to an offload that ended beyond those:
+  // each such swap frees the largest O less A - G, largest first.
   bool fits(size_t c, int k, double time) const {
     double held = 0;
-    int may_be_offloaded = 0;
+    int not_past_backward = 0;
     for (size_t i = 0; i <= c; ++i) {
       const StageCosts& cost = problem_.stages[stages_[i]];
-      const int before = i == c ? k : k + 1;  // allocated before the F itself
-      const int backwards =
-          std::min(before, ended_by(heads_.backward[stages_[i]], cost.backward_input, time));
-      const int weights =
-          std::min(backwards, ended_by(heads_.weight[stages_[i]], cost.backward_weight, time));
-      const auto bytes = static_cast<double>(cost.activation_bytes);
-      const auto after_backward =
-          static_cast<double>(cost.activation_bytes - cost.weight_grad_bytes);
-      held += (k + 1) * bytes - weights * bytes -
-              (backwards - weights) * std::max(after_backward, moved_);
-      may_be_offloaded += before - backwards;
+      const Released r = released(i, c, k, time);
+      held += (k + 1) * static_cast<double>(cost.activation_bytes) -
+              r.weights * static_cast<double>(cost.activation_bytes) -
+              (r.backwards - r.weights) * after_backward(i);
+      not_past_backward += r.counted - r.backwards;
     }
-    const auto offloaded = std::min<int>(
-        may_be_offloaded,
+    const auto offloads_ended = static_cast<int>(
         std::upper_bound(offloads_end_.begin(), offloads_end_.end(), time) - offloads_end_.begin());
-    return held - offloaded * moved_ <= budget_;
+    const int offloaded = std::min(not_past_backward, offloads_ended);
+    held -= offloaded * moved_;
+    int spare = offloads_ended - offloaded;
+    for (const size_t i : swap_order_) {
+      if (spare == 0 || moved_ <= after_backward(i)) break;
+      if (i > c) continue;
+      const Released r = released(i, c, k, time);
+      const int swapped = std::min(spare, r.backwards - r.weights);
+      held -= swapped * (moved_ - after_backward(i));
+      spare -= swapped;
+    }
+    return held <= budget_;
+  }
+
+  // What a B of the rank's i-th stage frees: A - G.
+  double after_backward(size_t i) const {
+    const StageCosts& cost = problem_.stages[stages_[i]];
+    return static_cast<double>(cost.activation_bytes - cost.weight_grad_bytes);
   }
 
   const Problem& problem_;
@@ -142,6 +174,7 @@ class RankMemory {
   double moved_ = 0;                  // the most an offload frees
   std::vector<double> offloads_end_;  // the i-th offload to end ends no earlier than [i]
   std::vector<double> moments_;       // when a release can happen
+  std::vector<size_t> swap_order_;    // the rank's stages by what a B frees, least first
 };
 
 // Raises the F heads of `rank` where its memory makes them wait; true when one rose.

@@ -152,6 +152,23 @@ TEST(SequencingBound, PacesForwardsBehindTheBackwardsThatFreeTheirMemory) {
   EXPECT_LT(sequencing_bound(p), 121 - 1);
 }
 
+// As above with G = 900 and O = 900, in room for 3.5 activations: a B then frees 100 of its
+// 1000 bytes, an offload 900. A link too slow to finish an offload within the schedule (900 time
+// units each) frees nothing before the end, so the bound is the one without a link (126, where
+// crediting each ended B as leaving another activation offloaded gave 121).
+TEST(SequencingBound, ALinkThatFinishesNoOffloadLeavesThePacingAsWithout) {
+  testing::UniformCosts costs;
+  costs.weight_grad_bytes = 900;
+  Problem p = testing::uniform_problem(2, 1, 16, costs, PlacementKind::kLoop, 8);
+  for (StageCosts& c : p.stages) c.offloadable_bytes = 900;
+  for (int r = 0; r < p.ranks; ++r) p.budget_bytes[r] = p.static_bytes[r] + 3500;
+  const double without_link = sequencing_bound(p);
+  p.offload = OffloadLink{1, 1, ChannelMode::kDuplex, {0, 1}};
+  EXPECT_NEAR(sequencing_bound(p), without_link, 1e-9);
+  p.offload = OffloadLink{250, 250, ChannelMode::kDuplex, {0, 1}};
+  EXPECT_LT(sequencing_bound(p), without_link - 1);
+}
+
 // A V-shape on two ranks, no link: rank 0 holds stage 0 and the last stage, whose activation is
 // 1.5 of stage 0's, in room for 2.7. While the last stage's F to B hold their activation, no other
 // microbatch's stage-0 activation fits beside its own, nor a G of stage 0 waiting for its W. So
