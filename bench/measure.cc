@@ -37,6 +37,7 @@ void describe_schedule(const Problem& problem, const Schedule& schedule, const M
   }
   result.idle_time = problem.ranks * metrics.makespan - busy;
   result.lower_bound = metrics.lower_bound;
+  result.lower_bound_source = metrics.lower_bound_source;
   result.gap = metrics.gap;
   if (!problem.any_stage_can_recompute()) {
     result.idle_floor = problem.ranks * metrics.lower_bound - busy;
@@ -71,7 +72,7 @@ MethodResult run_optimizer(const Variant& variant, const Schedule& seed, double 
     const OptimizeResult result = optimize(variant.problem, seed, optimizer, nullptr);
     r.seconds = seconds_since(start);  // its own run: what the time limit bounds
     Metrics metrics = compute_metrics(variant.problem, result.schedule);
-    raise_lower_bound(metrics, result.stats.bound);
+    raise_lower_bound(metrics, {result.stats.bound, BoundSource::kSolver});
     describe_schedule(variant.problem, result.schedule, metrics, r);
     r.solver_status = result.stats.status;
   } catch (const std::exception& e) {

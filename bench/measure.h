@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "bench/suite.h"
+#include "compiler/lower_bound.h"
 #include "compiler/schedule.h"
 
 namespace optpipe::bench {
@@ -25,6 +26,7 @@ struct MethodResult {
   double idle_fraction = 0;
   double idle_time = 0;  // R x makespan - total busy, in the time unit
   double lower_bound = 0;
+  BoundSource lower_bound_source = BoundSource::kCriticalPath;
   double gap = 0;
   // R x lower_bound - the F, B and W work: no schedule on this layout idles less. -1 where stages
   // can recompute (R adds work, and so idle time can be lower).

@@ -84,7 +84,8 @@ std::string summary_table(const std::vector<CaseResult>& cases) {
         milp ? fmt::format("{:.1f} ({:.1f}%) {} {:.1f} s", milp->makespan,
                            100 * milp->idle_fraction, milp->variant, milp->seconds)
              : "—",
-        milp ? milp->solver_status : "—", milp ? fmt::format("{:.1f}", milp->lower_bound) : "—",
+        milp ? milp->solver_status : "—", milp ? fmt::format("{:.1f} {}", milp->lower_bound, to_string(milp->lower_bound_source))
+             : "—",
         milp ? fmt::format("{:.1f}%", 100 * milp->gap)
              : (seed ? fmt::format("{:.1f}%", 100 * seed->gap) : "—"),
         ratio(optimizer_idle_over_baseline(c)), ratio(idle_floor_over_baseline(c)),
@@ -203,6 +204,7 @@ nlohmann::json to_json(const MethodResult& r) {
             {"offloads", r.offloads},
             {"recomputes", r.recomputes},
             {"lower_bound", r.lower_bound},
+            {"lower_bound_source", to_string(r.lower_bound_source)},
             {"gap", r.gap}});
   if (r.idle_floor >= 0) j["idle_floor"] = r.idle_floor;
   return j;

@@ -19,15 +19,18 @@ double critical_path_bound(const Problem& problem) {
 
 }  // namespace
 
-double makespan_lower_bound(const Problem& problem) {
-  return std::max({critical_path_bound(problem), sequencing_bound(problem), memory_bound(problem)});
+LowerBound makespan_lower_bound(const Problem& problem) {
+  const LowerBound critical_path{critical_path_bound(problem), BoundSource::kCriticalPath};
+  const LowerBound memory{memory_bound(problem), BoundSource::kMemory};
+  return higher(higher(sequencing_bound(problem), critical_path), memory);
 }
 
 Metrics compute_metrics(const Problem& problem, const Schedule& schedule) {
   return compute_metrics(problem, schedule, makespan_lower_bound(problem));
 }
 
-Metrics compute_metrics(const Problem& problem, const Schedule& schedule, double lower_bound) {
+Metrics compute_metrics(const Problem& problem, const Schedule& schedule,
+                        const LowerBound& lower_bound) {
   Metrics m;
   double first = std::numeric_limits<double>::infinity();
   double last = 0;
@@ -67,8 +70,11 @@ Metrics compute_metrics(const Problem& problem, const Schedule& schedule, double
   return m;
 }
 
-void raise_lower_bound(Metrics& metrics, double bound) {
-  metrics.lower_bound = std::max(metrics.lower_bound, bound);
+void raise_lower_bound(Metrics& metrics, const LowerBound& bound) {
+  if (bound.value > metrics.lower_bound) {
+    metrics.lower_bound = bound.value;
+    metrics.lower_bound_source = bound.source;
+  }
   metrics.gap = metrics.lower_bound > 0 ? metrics.makespan / metrics.lower_bound - 1 : 0;
 }
 

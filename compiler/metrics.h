@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "compiler/lower_bound.h"
 #include "compiler/problem.h"
 #include "compiler/schedule.h"
 
@@ -23,6 +24,7 @@ struct Metrics {
   double idle_fraction = 0;
   double bubble_rate = 0;
   double lower_bound = 0;
+  BoundSource lower_bound_source = BoundSource::kCriticalPath;  // what decides lower_bound
   double gap = 0;
   bool within_budget = true;
   std::vector<RankMetrics> ranks;
@@ -32,15 +34,17 @@ Metrics compute_metrics(const Problem& problem, const Schedule& schedule);
 // The same with a lower bound the caller already holds, at least makespan_lower_bound(problem):
 // the bound depends on the problem alone and takes milliseconds at R = 32, m = 256, so a caller
 // that measures many schedules of one problem computes it once.
-Metrics compute_metrics(const Problem& problem, const Schedule& schedule, double lower_bound);
+Metrics compute_metrics(const Problem& problem, const Schedule& schedule,
+                        const LowerBound& lower_bound);
 
-// Raises the metrics' lower bound to a proven `bound` (e.g. the solver's) and updates the gap.
-void raise_lower_bound(Metrics& metrics, double bound);
+// Raises the metrics' lower bound to a proven `bound` (e.g. the solver's) where it is higher, and
+// updates the gap.
+void raise_lower_bound(Metrics& metrics, const LowerBound& bound);
 
 // A makespan no schedule within the budget can beat (docs/semantics.md, Metrics: lower_bound):
 // the longest of one microbatch's critical path through all stages and back, sequencing_bound
 // (compiler/sequencing_bound.h: each rank's ops between their heads and tails) and memory_bound
 // (compiler/memory_bound.h).
-double makespan_lower_bound(const Problem& problem);
+LowerBound makespan_lower_bound(const Problem& problem);
 
 }  // namespace optpipe

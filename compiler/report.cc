@@ -11,10 +11,11 @@ std::string summary_table(const Problem& problem, const std::string& method,
   const char* unit = to_string(problem.time_unit);
   std::string out = fmt::format(
       "{}: {} on {} ranks x {} chunks, {} microbatches\n"
-      "makespan {:.3f} {} (lower bound {:.3f}, gap {:.1f}%), idle {:.1f}%, bubble rate {:.1f}%, "
-      "{}\n",
+      "makespan {:.3f} {} (lower bound {:.3f} from {}, gap {:.1f}%), idle {:.1f}%, bubble rate "
+      "{:.1f}%, {}\n",
       problem.name, method, problem.ranks, problem.chunks_per_rank, problem.microbatches,
-      metrics.makespan, unit, metrics.lower_bound, 100 * metrics.gap, 100 * metrics.idle_fraction,
+      metrics.makespan, unit, metrics.lower_bound, to_string(metrics.lower_bound_source),
+      100 * metrics.gap, 100 * metrics.idle_fraction,
       100 * metrics.bubble_rate, metrics.within_budget ? "within budget" : "OVER BUDGET");
   out +=
       fmt::format("{:>5} {:>12} {:>12} {:>12} {:>12} {:>6}\n", "rank", fmt::format("busy {}", unit),
@@ -46,6 +47,7 @@ nlohmann::json summary_json(const Problem& problem, const std::string& method,
           {"idle_fraction", metrics.idle_fraction},
           {"bubble_rate", metrics.bubble_rate},
           {"lower_bound", metrics.lower_bound},
+          {"lower_bound_source", to_string(metrics.lower_bound_source)},
           {"gap", metrics.gap},
           {"ranks", std::move(ranks)},
           {"solver", solver ? to_json(*solver) : nlohmann::json()}};

@@ -47,6 +47,7 @@ nlohmann::json schedule_to_json(const Problem& problem, const Schedule& schedule
             {"idle_fraction", metrics.idle_fraction},
             {"bubble_rate", metrics.bubble_rate},
             {"lower_bound", metrics.lower_bound},
+            {"lower_bound_source", to_string(metrics.lower_bound_source)},
             {"gap", metrics.gap},
             {"feasible", metrics.within_budget}}},
           {"solver", solver ? to_json(*solver) : json()},

@@ -24,6 +24,10 @@ struct Job {
   double tail;
 };
 
+// OpHeads' members in the order of OpFamily's: F, B, W.
+constexpr std::array<std::vector<std::vector<double>> OpHeads::*, 3> kHeadsOfType = {
+    &OpHeads::forward, &OpHeads::backward, &OpHeads::weight};
+
 // base + k · step: a head or a tail of the k-th op of a family.
 struct Linear {
   double base;
@@ -147,55 +151,75 @@ double with_recompute_time(std::vector<Job> jobs, Job recompute, const RankMemor
   return failing;
 }
 
+// The rank's F, B and W ops as jobs, with these heads.
+std::vector<Job> rank_jobs(const Problem& problem, const std::vector<std::vector<OpFamily>>& families,
+                           const OpHeads& heads, int rank) {
+  const int m = problem.microbatches;
+  std::vector<Job> jobs;
+  for (int s : problem.stages_of_rank(rank)) {
+    for (size_t type = 0; type < kHeadsOfType.size(); ++type) {
+      const OpFamily& family = families[s][type];
+      for (int k = 0; k < m; ++k) {
+        const int from_last = m - 1 - k;
+        jobs.push_back({(heads.*kHeadsOfType[type])[s][k], family.duration,
+                        std::max(family.tail_via_stage_zero.at(from_last),
+                                 family.tail_via_own_weight.at(from_last))});
+      }
+    }
+  }
+  return jobs;
+}
+
+// The rank's R ops as one job (with_recompute_time), its duration left for the makespan to set.
+Job recompute_job(const Problem& problem, const std::vector<std::vector<OpFamily>>& families,
+                  const OpHeads& heads, int rank) {
+  Job recompute{kInfinity, 0, kInfinity};
+  for (int s : problem.stages_of_rank(rank)) {
+    if (!problem.recompute_frees_memory(s)) continue;
+    const StageCosts& cost = problem.stages[s];
+    const OpFamily& backward = families[s][1];  // F, B, W
+    recompute.head = std::min(recompute.head, heads.forward[s][0] + cost.forward);
+    recompute.tail = std::min(
+        recompute.tail, cost.backward_input + std::max(backward.tail_via_stage_zero.at(0),
+                                                       backward.tail_via_own_weight.at(0)));
+  }
+  return recompute;
+}
+
 }  // namespace
 
-double sequencing_bound(const Problem& problem) {
+LowerBound sequencing_bound(const Problem& problem) {
   const MicrobatchPaths paths = microbatch_paths(problem);
   const std::vector<std::vector<OpFamily>> families = op_families(problem, paths);
   const int m = problem.microbatches;
-  OpHeads heads;
-  const std::array<std::vector<std::vector<double>>*, 3> of_type = {
-      &heads.forward, &heads.backward, &heads.weight};  // in the order of OpFamily's
+  OpHeads unpaced;
   for (const std::vector<OpFamily>& stage : families) {
-    for (size_t type = 0; type < of_type.size(); ++type) {
-      std::vector<double>& family_heads = of_type[type]->emplace_back(m);
+    for (size_t type = 0; type < kHeadsOfType.size(); ++type) {
+      std::vector<double>& family_heads = (unpaced.*kHeadsOfType[type]).emplace_back(m);
       for (int k = 0; k < m; ++k) family_heads[k] = stage[type].head.at(k);
     }
   }
-  heads = paced_heads(problem, std::move(heads));
-  double bound = 0;
+  const OpHeads heads = paced_heads(problem, unpaced);
+  LowerBound bound{0, BoundSource::kSequencing};
   for (int r = 0; r < problem.ranks; ++r) {
-    std::vector<Job> jobs;
-    Job recompute{kInfinity, 0, kInfinity};
-    for (int s : problem.stages_of_rank(r)) {
-      for (size_t type = 0; type < of_type.size(); ++type) {
-        const OpFamily& family = families[s][type];
-        for (int k = 0; k < m; ++k) {
-          const int from_last = m - 1 - k;
-          jobs.push_back({(*of_type[type])[s][k], family.duration,
-                          std::max(family.tail_via_stage_zero.at(from_last),
-                                   family.tail_via_own_weight.at(from_last))});
-        }
-      }
-      if (problem.recompute_frees_memory(s)) {
-        const StageCosts& cost = problem.stages[s];
-        const OpFamily& backward = families[s][1];  // F, B, W
-        recompute.head = std::min(recompute.head, heads.forward[s][0] + cost.forward);
-        recompute.tail = std::min(
-            recompute.tail, cost.backward_input + std::max(backward.tail_via_stage_zero.at(0),
-                                                           backward.tail_via_own_weight.at(0)));
-      }
+    std::vector<Job> jobs = rank_jobs(problem, families, heads, r);
+    LowerBound rank{jackson_preemptive_bound(jobs), BoundSource::kSequencing};
+    if (rank.value > bound.value &&
+        rank.value > jackson_preemptive_bound(rank_jobs(problem, families, unpaced, r))) {
+      rank.source = BoundSource::kMemoryPacing;
     }
-    double rank_bound = jackson_preemptive_bound(jobs);
     const RankMemoryNeed need = rank_memory_need(problem, paths, r);
     if (need.recomputes() && need.area.per_time > 0) {
-      rank_bound = with_recompute_time(std::move(jobs), recompute, need, rank_bound);
+      const double with_recompute = with_recompute_time(
+          std::move(jobs), recompute_job(problem, families, heads, r), need, rank.value);
+      if (with_recompute > rank.value) rank = {with_recompute, BoundSource::kRecomputeTime};
     }
-    bound = std::max(bound, rank_bound);
+    bound = higher(bound, rank);
   }
   // The simulator adds the same durations in another order: round down past the last bits in
   // which the two sums may differ, so a schedule that meets the bound never falls below it.
-  return bound * (1 - kRoundingMargin);
+  bound.value *= 1 - kRoundingMargin;
+  return bound;
 }
 
 }  // namespace optpipe

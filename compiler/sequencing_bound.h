@@ -7,6 +7,7 @@
 // relaxation exactly with preemption allowed (Jackson's preemptive schedule).
 #pragma once
 
+#include "compiler/lower_bound.h"
 #include "compiler/problem.h"
 
 namespace optpipe {
@@ -16,7 +17,9 @@ namespace optpipe {
 inline constexpr double kRoundingMargin = 1e-13;
 
 // The largest, over the ranks, least makespan of the rank's F, B and W ops with these heads and
-// tails. Every schedule within the budget has a makespan of at least this.
-double sequencing_bound(const Problem& problem);
+// tails. Every schedule within the budget has a makespan of at least this. Its source says
+// whether the deciding rank's memory raised it (kMemoryPacing, kRecomputeTime) or its ops alone
+// hold it there (kSequencing).
+LowerBound sequencing_bound(const Problem& problem);
 
 }  // namespace optpipe

@@ -93,7 +93,8 @@ class Search {
   OptimizeResult run(const Schedule& seed) {
     best_ = seed;
     best_makespan_ = makespan_of(seed);
-    stats_.bound = makespan_lower_bound(problem_);
+    problem_bound_ = makespan_lower_bound(problem_);
+    stats_.bound = problem_bound_.value;
     if (proven_optimal()) return finish();  // the seed meets the lower bound
     if (options_.local_search) {
       explore_offloading_policies(kPolicyShare * options_.time_limit_seconds);
@@ -171,7 +172,8 @@ class Search {
   bool offer(Schedule candidate, const Order& order) {
     if (makespan_of(candidate) >= best_makespan_ - kImprovement) return false;  // cheap first
     if (validate(problem_, candidate)) return false;
-    const Metrics metrics = compute_metrics(problem_, candidate, stats_.bound);
+    Metrics metrics = compute_metrics(problem_, candidate, problem_bound_);
+    raise_lower_bound(metrics, {stats_.bound, BoundSource::kSolver});
     const std::lock_guard lock(best_mutex_);
     if (metrics.makespan >= best_makespan_ - kImprovement) return false;
     best_ = candidate;
@@ -179,7 +181,7 @@ class Search {
     improved_ = true;
     order_ = order;
     current_ = std::move(candidate);
-    if (on_improvement_) on_improvement_(best_, metrics, stats_.bound);
+    if (on_improvement_) on_improvement_(best_, metrics);
     return true;
   }
 
@@ -393,6 +395,7 @@ class Search {
   bool improved_ = false;
   Order order_;
   Schedule current_;
+  LowerBound problem_bound_;  // the problem's, before CBC's (stats_.bound) rises above it
   SolverStats stats_;
   double longest_window_ = 0;  // wall seconds, model building included
 };

@@ -37,9 +37,9 @@ struct OptimizeResult {
   SolverStats stats;
 };
 
-// Called with each better validated schedule, as soon as it is found.
-using ImprovementCallback =
-    std::function<void(const Schedule& schedule, const Metrics& metrics, double bound)>;
+// Called with each better validated schedule, as soon as it is found; its metrics hold the best
+// lower bound proven so far.
+using ImprovementCallback = std::function<void(const Schedule& schedule, const Metrics& metrics)>;
 
 // `seed` must be valid for `problem` (within budget). The result is never worse than the seed.
 OptimizeResult optimize(const Problem& problem, const Schedule& seed,

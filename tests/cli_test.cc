@@ -39,7 +39,7 @@ TEST_F(CliTest, SummaryJsonOnStdoutIsParseableAndComplete) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const auto summary = nlohmann::json::parse(r.out);
   for (const char* key : {"method", "feasible", "makespan", "span", "idle_fraction", "bubble_rate",
-                          "lower_bound", "gap", "ranks", "solver"}) {
+                          "lower_bound", "lower_bound_source", "gap", "ranks", "solver"}) {
     EXPECT_TRUE(summary.contains(key)) << key;
   }
   EXPECT_EQ(summary["method"], "1f1b");

@@ -42,7 +42,7 @@ TEST(MemoryBound, HandComputedWithoutOffload) {
   const Problem p = tiny_problem();
   EXPECT_NEAR(memory_bound(p), 320.0 / 3, 1e-9);
   // The sequencing bound, paced by memory, is higher here (compiler/paced_heads.h).
-  EXPECT_GT(makespan_lower_bound(p), 320.0 / 3);
+  EXPECT_GT(makespan_lower_bound(p).value, 320.0 / 3);
 }
 
 TEST(MemoryBound, HandComputedWithADuplexLink) {
@@ -55,6 +55,10 @@ TEST(MemoryBound, HandComputedWithASharedLink) {
   // One channel for both directions: 125 offloaded bytes per time unit.
   // 320000 - 3000 C <= 10 x 125 (C - 3)  =>  C >= 323750 / 4250 = 1295 / 17.
   EXPECT_NEAR(memory_bound(with_link(tiny_problem(), ChannelMode::kShared)), 1295.0 / 17, 1e-9);
+  // Above the sequencing bound, paced by memory: the memory bound decides.
+  const LowerBound bound = makespan_lower_bound(with_link(tiny_problem(), ChannelMode::kShared));
+  EXPECT_NEAR(bound.value, 1295.0 / 17, 1e-9);
+  EXPECT_EQ(bound.source, BoundSource::kMemory);
 }
 
 TEST(MemoryBound, HandComputedWithRecompute) {
@@ -70,10 +74,13 @@ TEST(MemoryBound, HandComputedWithRecompute) {
   // end at 16, its first B comes at 19) R can fill: 320000 - 3000 C <= 15300 (C - 48), so the
   // sequencing bound is C >= 1054400 / 18300 = 57.62, above the work bound of 57 (rank 1: first F
   // at 9, work 48). Whole activations ask less: 320 - 3 C <= 17 (C - 48), C >= 56.8.
-  EXPECT_NEAR(makespan_lower_bound(p), 1054400.0 / 18300, 1e-9);
+  EXPECT_NEAR(makespan_lower_bound(p).value, 1054400.0 / 18300, 1e-9);
+  EXPECT_EQ(makespan_lower_bound(p).source, BoundSource::kRecomputeTime);
   // With a duplex link the channels move at most 250 C bytes, each saving 10 against keeping:
   // 320000 - 5500 C <= 15300 (C - 48) gives only 50.69, and the work bound decides.
-  EXPECT_NEAR(makespan_lower_bound(with_link(p, ChannelMode::kDuplex)), 57, 1e-9);
+  EXPECT_NEAR(makespan_lower_bound(with_link(p, ChannelMode::kDuplex)).value, 57, 1e-9);
+  EXPECT_EQ(makespan_lower_bound(with_link(p, ChannelMode::kDuplex)).source,
+            BoundSource::kSequencing);
 }
 
 TEST(MemoryBound, HandComputedActivationsComeWhole) {
@@ -133,7 +140,7 @@ TEST(MemoryBound, NoScheduleWithinTheBudgetBeatsIt) {
         with_budget_fraction(problem, std::uniform_real_distribution<double>(low, low * 2.5)(rng));
     Problem roomy = problem;
     for (int64_t& b : roomy.budget_bytes) b = int64_t{1} << 60;
-    const double bound = makespan_lower_bound(problem);
+    const double bound = makespan_lower_bound(problem).value;
     for (const Generator& generator : generators()) {
       if (!generator.unsupported_reason(problem).empty()) continue;
       const Order order = generator.build(problem);
@@ -159,14 +166,14 @@ TEST(MemoryBound, NoScheduleWithinTheBudgetBeatsIt) {
         for (const RankMetrics& rank : metrics.ranks) {
           at_peak.budget_bytes[rank.rank] = rank.peak_bytes;
         }
-        const double bound_at_peak = makespan_lower_bound(at_peak);
+        const double bound_at_peak = makespan_lower_bound(at_peak).value;
         EXPECT_GE(metrics.makespan, bound_at_peak * (1 - 1e-9)) << "at its own peak";
         recomputing += recomputes;
-        memory_binds += memory_bound(at_peak) > makespan_lower_bound(roomy);
+        memory_binds += memory_bound(at_peak) > makespan_lower_bound(roomy).value;
         if (recomputes) {
           Problem free_recompute = at_peak;
           for (StageCosts& c : free_recompute.stages) c.recompute_forward = 0;
-          recompute_time_binds += bound_at_peak > makespan_lower_bound(free_recompute) * (1 + 1e-9);
+          recompute_time_binds += bound_at_peak > makespan_lower_bound(free_recompute).value * (1 + 1e-9);
         }
       }
     }
@@ -192,7 +199,7 @@ TEST(MemoryBound, ASmallerBudgetNeverLowersIt) {
     }
     double previous = 0;
     for (double fraction = 1.0; fraction > 0.05; fraction -= 0.05) {
-      const double bound = makespan_lower_bound(with_budget_fraction(problem, fraction));
+      const double bound = makespan_lower_bound(with_budget_fraction(problem, fraction)).value;
       EXPECT_GE(bound, previous * (1 - 1e-12)) << "trial " << trial << " fraction " << fraction;
       previous = bound;
     }

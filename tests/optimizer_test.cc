@@ -50,7 +50,7 @@ TEST_P(ProvenOptimum, MatchesExhaustiveSearch) {
   ASSERT_FALSE(validate(p, seed));
   int incumbents = 0;
   const OptimizeResult result = optimize(p, seed, {.time_limit_seconds = 30},
-                                         [&](const Schedule& s, const Metrics& m, double) {
+                                         [&](const Schedule& s, const Metrics& m) {
                                            ++incumbents;
                                            EXPECT_FALSE(validate(p, s));
                                            EXPECT_TRUE(m.within_budget);
@@ -173,7 +173,7 @@ OptimizeResult optimize_from_adaoffload(const Problem& p) {
   const Schedule seed = run_generator("adaoffload", p).schedule;
   EXPECT_FALSE(validate(p, seed));
   return optimize(p, seed, {.time_limit_seconds = 20, .local_search = false},
-                  [&](const Schedule& s, const Metrics&, double) {
+                  [&](const Schedule& s, const Metrics&) {
                     EXPECT_FALSE(validate(p, s));  // every incumbent
                   });
 }
@@ -234,7 +234,7 @@ TEST(Optimizer, LocalSearchBeatsAdaOffloadWhereTheMilpIsTooLarge) {
   options.time_limit_seconds = 5;  // the policies take well under a second, the search the rest
   int incumbents = 0;
   const OptimizeResult result =
-      optimize(p, seed.schedule, options, [&](const Schedule& s, const Metrics&, double) {
+      optimize(p, seed.schedule, options, [&](const Schedule& s, const Metrics&) {
         EXPECT_FALSE(validate(p, s));
         ++incumbents;
       });
@@ -258,7 +258,7 @@ TEST(Optimizer, WorkersReportEachBetterScheduleOnceAndInTurn) {
   std::atomic<int> inside = 0;
   std::vector<double> incumbents;
   const OptimizeResult result =
-      optimize(p, seed.schedule, options, [&](const Schedule& s, const Metrics& m, double) {
+      optimize(p, seed.schedule, options, [&](const Schedule& s, const Metrics& m) {
         EXPECT_EQ(inside++, 0);  // never two at once
         EXPECT_FALSE(validate(p, s));
         if (!incumbents.empty()) {

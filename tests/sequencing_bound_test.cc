@@ -54,7 +54,7 @@ TEST(SequencingBound, NeverAboveTheOptimumAndOftenMeetsIt) {
     }
     p.p2p_latency = 0.1 * (trial % 3);
     const double optimum = testing::exhaustive_optimum(p, /*fifo=*/false);
-    const double bound = sequencing_bound(p);
+    const double bound = sequencing_bound(p).value;
     SCOPED_TRACE(::testing::Message() << "trial " << trial << " R=" << p.ranks);
     EXPECT_LE(bound, optimum + 1e-9);
     EXPECT_GE(bound, work_bound(p) - 1e-9);
@@ -72,7 +72,7 @@ TEST(SequencingBound, MeetsZeroBubbleSchedulesOnUniformCosts) {
     const Problem p = testing::uniform_problem(4, chunks, 8, {}, placement);
     const std::string method = chunks == 2 ? "zb-v" : "zb-h2";
     const Metrics metrics = testing::run_generator(method, p).metrics;
-    EXPECT_NEAR(sequencing_bound(p), metrics.makespan, 1e-9) << method;
+    EXPECT_NEAR(sequencing_bound(p).value, metrics.makespan, 1e-9) << method;
   }
 }
 
@@ -87,7 +87,7 @@ TEST(SequencingBound, CountsTheWaitBehindALongForward) {
   p.stages[1].backward_input = 0.5;
   p.stages[1].backward_weight = 0.5;
   EXPECT_NEAR(work_bound(p), 11, 1e-9);
-  EXPECT_NEAR(sequencing_bound(p), 12, 1e-9);
+  EXPECT_NEAR(sequencing_bound(p).value, 12, 1e-9);
   EXPECT_NEAR(testing::exhaustive_optimum(p, /*fifo=*/false), 12, 1e-9);
 }
 
@@ -111,14 +111,14 @@ TEST(SequencingBound, PacedNeverAboveTheOptimumWithinATightBudget) {
       c.offloadable_bytes = c.activation_bytes;
     }
     p.p2p_latency = 0.1 * (trial % 4);
-    const double unpaced = sequencing_bound(p);
+    const double unpaced = sequencing_bound(p).value;
     for (int r = 0; r < p.ranks; ++r) {
       const int64_t room = p.stages[r].activation_bytes * (3 + halves(rng)) / 4;
       p.budget_bytes[r] = p.static_bytes[r] + room;
     }
     const double optimum = testing::exhaustive_optimum(p, fifo);
     if (!std::isfinite(optimum)) continue;  // nothing fits: any bound holds
-    const double bound = sequencing_bound(p);
+    const double bound = sequencing_bound(p).value;
     SCOPED_TRACE(::testing::Message() << "trial " << trial << " R=" << p.ranks);
     // The fifo optimum may be above the true one; the bound must stay under both.
     EXPECT_LE(bound, optimum + 1e-9);
@@ -145,11 +145,12 @@ TEST(SequencingBound, PacedNeverAboveTheOptimumWithinATightBudget) {
 TEST(SequencingBound, PacesForwardsBehindTheBackwardsThatFreeTheirMemory) {
   Problem p = testing::uniform_problem(2, 1, 16, {}, PlacementKind::kLoop, 8);
   for (int r = 0; r < p.ranks; ++r) p.budget_bytes[r] = p.static_bytes[r] + 3000;
-  EXPECT_NEAR(sequencing_bound(p), 121, 1e-9);
+  EXPECT_NEAR(sequencing_bound(p).value, 121, 1e-9);
+  EXPECT_EQ(sequencing_bound(p).source, BoundSource::kMemoryPacing);
   EXPECT_NEAR(memory_bound(p), 320.0 / 3, 1e-9);
   // Offloads (4 each way at 250 bytes per time unit) free room before the Bs do.
   p.offload = OffloadLink{250, 250, ChannelMode::kDuplex, {0, 1}};
-  EXPECT_LT(sequencing_bound(p), 121 - 1);
+  EXPECT_LT(sequencing_bound(p).value, 121 - 1);
 }
 
 // As above with G = 900 and O = 900, in room for 3.5 activations: a B then frees 100 of its
@@ -162,11 +163,11 @@ TEST(SequencingBound, ALinkThatFinishesNoOffloadLeavesThePacingAsWithout) {
   Problem p = testing::uniform_problem(2, 1, 16, costs, PlacementKind::kLoop, 8);
   for (StageCosts& c : p.stages) c.offloadable_bytes = 900;
   for (int r = 0; r < p.ranks; ++r) p.budget_bytes[r] = p.static_bytes[r] + 3500;
-  const double without_link = sequencing_bound(p);
+  const double without_link = sequencing_bound(p).value;
   p.offload = OffloadLink{1, 1, ChannelMode::kDuplex, {0, 1}};
-  EXPECT_NEAR(sequencing_bound(p), without_link, 1e-9);
+  EXPECT_NEAR(sequencing_bound(p).value, without_link, 1e-9);
   p.offload = OffloadLink{250, 250, ChannelMode::kDuplex, {0, 1}};
-  EXPECT_LT(sequencing_bound(p), without_link - 1);
+  EXPECT_LT(sequencing_bound(p).value, without_link - 1);
 }
 
 // A V-shape on two ranks, no link: rank 0 holds stage 0 and the last stage, whose activation is
@@ -184,7 +185,7 @@ TEST(SequencingBound, MeetsAVShapeWhoseLastStageWaitsForStageZero) {
     p.stages[3].weight_grad_bytes = 375;
     for (int r = 0; r < p.ranks; ++r) p.budget_bytes[r] = p.static_bytes[r] + 2700;
     SCOPED_TRACE(::testing::Message() << "m=" << m);
-    EXPECT_NEAR(sequencing_bound(p), 4 + 7 * m, 1e-9);
+    EXPECT_NEAR(sequencing_bound(p).value, 4 + 7 * m, 1e-9);
     const testing::TimedSchedule zb = testing::run_generator("zb-auto", p);
     EXPECT_TRUE(zb.metrics.within_budget);
     EXPECT_NEAR(zb.metrics.makespan, 4 + 7 * m, 1e-9);
@@ -198,16 +199,22 @@ TEST(SequencingBound, MeetsAVShapeWhoseLastStageWaitsForStageZero) {
 TEST(SequencingBound, NoScheduleAtItsOwnPeaksBeatsTheMemoryPacing) {
   std::mt19937 rng(20261125);
   int schedules = 0, offloading = 0, paced = 0;
-  auto check_at_own_peaks = [&](const Problem& roomy, const Schedule& schedule, double unpaced) {
+  auto check_at_own_peaks = [&](const Problem& roomy, const Schedule& schedule,
+                                const LowerBound& unpaced) {
     const Metrics metrics = compute_metrics(roomy, schedule, unpaced);
     Problem at_peaks = roomy;
     for (const RankMetrics& rank : metrics.ranks) {
       at_peaks.budget_bytes[rank.rank] = rank.peak_bytes;
     }
-    const double bound = sequencing_bound(at_peaks);
-    EXPECT_GE(metrics.makespan, bound * (1 - 1e-9));
+    const LowerBound bound = sequencing_bound(at_peaks);
+    EXPECT_GE(metrics.makespan, bound.value * (1 - 1e-9));
     ++schedules;
-    paced += bound > unpaced * (1 + 1e-9);
+    if (bound.value > unpaced.value * (1 + 1e-9)) {
+      ++paced;
+      EXPECT_TRUE(bound.source == BoundSource::kMemoryPacing ||
+                  bound.source == BoundSource::kRecomputeTime)
+          << to_string(bound.source);
+    }
     offloading += std::any_of(schedule.ranks.begin(), schedule.ranks.end(), [](const auto& acts) {
       return std::any_of(acts.begin(), acts.end(),
                          [](const Action& a) { return a.ref.op == Op::kOffload; });
@@ -216,7 +223,7 @@ TEST(SequencingBound, NoScheduleAtItsOwnPeaksBeatsTheMemoryPacing) {
   for (int trial = 0; trial < 60; ++trial) {
     Problem roomy = testing::random_problem(rng);
     for (int64_t& b : roomy.budget_bytes) b = int64_t{1} << 60;
-    const double unpaced = sequencing_bound(roomy);
+    const LowerBound unpaced = sequencing_bound(roomy);
     for (const Generator& generator : generators()) {
       if (!generator.unsupported_reason(roomy).empty()) continue;
       SCOPED_TRACE(::testing::Message()

@@ -120,17 +120,15 @@ CompileOptions compile_options(const CompileArgs& args, const Problem& problem,
   options.optimizer.verbose = args.verbose;
   options.cache_dir = args.cache_dir;
   const auto started = std::chrono::steady_clock::now();
-  options.on_improvement = [&args, &problem, output, started](
-                               const Schedule& schedule, const Metrics& metrics, double bound) {
-    Metrics reported = metrics;
-    raise_lower_bound(reported, bound);
+  options.on_improvement = [&args, &problem, output, started](const Schedule& schedule,
+                                                              const Metrics& reported) {
     write_schedule(args, output, problem, schedule, reported, nullptr);
     if (args.quiet) return;
     args.summary.table_stream() << fmt::format(
-        "[{:7.2f}s] {:<18} makespan {:.3f} {}  bound {:.3f}  gap {:.2f}%\n",
+        "[{:7.2f}s] {:<18} makespan {:.3f} {}  bound {:.3f} ({})  gap {:.2f}%\n",
         std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count(),
         schedule.method, reported.makespan, to_string(problem.time_unit), reported.lower_bound,
-        100 * reported.gap);
+        to_string(reported.lower_bound_source), 100 * reported.gap);
   };
   return options;
 }

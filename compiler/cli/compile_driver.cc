@@ -46,7 +46,8 @@ std::vector<const Generator*> chosen_generators(const Problem& problem, const st
 }
 
 // `lower_bound`: makespan_lower_bound(problem), computed once for all the generators.
-Candidate run_generator(const Problem& problem, const Generator& generator, double lower_bound) {
+Candidate run_generator(const Problem& problem, const Generator& generator,
+                        const LowerBound& lower_bound) {
   Candidate candidate;
   candidate.method = generator.name;
   candidate.schedule = simulate(problem, generator.build(problem), candidate.method);
@@ -82,7 +83,7 @@ int64_t highest_peak(const Candidate& c) {
 // Every chosen generator's schedule: usable ones by makespan (ties: lower peak), then the rest.
 std::vector<Candidate> rank_generators(const Problem& problem, const std::string& method) {
   std::vector<Candidate> ranking;
-  const double lower_bound = makespan_lower_bound(problem);
+  const LowerBound lower_bound = makespan_lower_bound(problem);
   for (const Generator* generator : chosen_generators(problem, method)) {
     ranking.push_back(run_generator(problem, *generator, lower_bound));
   }
@@ -150,8 +151,7 @@ CompileResult compile(const Problem& problem, const CompileOptions& options) {
   }
   result.best = result.ranking.front();
   if (options.on_improvement) {
-    options.on_improvement(result.best.schedule, result.best.metrics,
-                           result.best.metrics.lower_bound);
+    options.on_improvement(result.best.schedule, result.best.metrics);
   }
   const bool settled = cached && cached->final && result.best.method == "cache";
   if (uses_optimizer(method) && options.optimizer.time_limit_seconds > 0 && !settled) {
@@ -159,8 +159,9 @@ CompileResult compile(const Problem& problem, const CompileOptions& options) {
         optimize(problem, result.best.schedule, options.optimizer, options.on_improvement);
     Candidate milp{"milp", std::move(optimized.schedule), {}, {}};
     milp.metrics = compute_metrics(problem, milp.schedule);
-    raise_lower_bound(milp.metrics, optimized.stats.bound);
-    raise_lower_bound(result.best.metrics, optimized.stats.bound);
+    const LowerBound solver_bound{optimized.stats.bound, BoundSource::kSolver};
+    raise_lower_bound(milp.metrics, solver_bound);
+    raise_lower_bound(result.best.metrics, solver_bound);
     if (method == "milp" || milp.metrics.makespan < result.best.metrics.makespan) {
       result.best = milp;
       result.ranking.insert(result.ranking.begin(), milp);
