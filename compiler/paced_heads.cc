@@ -1,11 +1,16 @@
 #include "compiler/paced_heads.h"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
+
+#include "compiler/microbatch_paths.h"
 
 namespace optpipe {
 
 namespace {
+
+constexpr double kInfinity = std::numeric_limits<double>::infinity();
 
 // Each round raises some heads and lets the others catch up; every round's heads are valid, so
 // stopping early only weakens the bound (R = 32, m = 256 settles in about 30).
@@ -55,16 +60,19 @@ int ended_by(const std::vector<double>& heads, double duration, double time) {
       heads.begin());
 }
 
-// The memory of one rank as the pacing sees it, from the heads of the current round.
+// The memory of one rank as the pacing sees it, from the heads of the current round, in
+// schedules of at most `makespan`.
 class RankMemory {
  public:
-  RankMemory(const Problem& problem, int rank, const OpHeads& heads)
+  RankMemory(const Problem& problem, const MicrobatchPaths& paths, int rank, const OpHeads& heads,
+             double makespan)
       : problem_(problem),
         heads_(heads),
         stages_(problem.stages_of_rank(rank)),
-        budget_(static_cast<double>(problem.activation_budget(rank))) {
-    double offload_time = std::numeric_limits<double>::infinity();
-    double shortest_forward = std::numeric_limits<double>::infinity();
+        budget_(static_cast<double>(problem.activation_budget(rank))),
+        makespan_(makespan) {
+    double offload_time = kInfinity;
+    double shortest_forward = kInfinity;
     std::vector<double> forwards;
     for (int s : stages_) {
       const StageCosts& cost = problem.stages[s];
@@ -73,6 +81,8 @@ class RankMemory {
       if (problem.offload_frees_memory(s)) {
         moved_ = std::max(moved_, static_cast<double>(cost.offloadable_bytes));
         offload_time = std::min(offload_time, problem.offload_time(s));
+        reload_time_ = std::min(reload_time_, problem.reload_time(s));
+        after_reload_ = std::min(after_reload_, paths.backward_tail[s]);
       }
     }
     // The i-th offload to end (from 0) moves the activation of one of the rank's Fs from the
@@ -145,8 +155,10 @@ class RankMemory {
               (r.backwards - r.weights) * after_backward(i);
       not_past_backward += r.counted - r.backwards;
     }
-    const auto offloads_ended = static_cast<int>(
-        std::upper_bound(offloads_end_.begin(), offloads_end_.end(), time) - offloads_end_.begin());
+    const int offloads_ended = std::min(
+        static_cast<int>(std::upper_bound(offloads_end_.begin(), offloads_end_.end(), time) -
+                         offloads_end_.begin()),
+        away_at_most(time));
     const int offloaded = std::min(not_past_backward, offloads_ended);
     held -= offloaded * moved_;
     int spare = offloads_ended - offloaded;
@@ -161,6 +173,18 @@ class RankMemory {
     return held <= budget_;
   }
 
+  static constexpr int kUncapped = std::numeric_limits<int>::max();
+
+  // How many activations can be away (offloaded, not yet reloading) at `time`: each comes back
+  // after it by a reload of its own on the rank's channel, one at a time, and its B and the
+  // backwards down to W(0) follow that reload before the makespan.
+  int away_at_most(double time) const {
+    if (makespan_ == kInfinity) return kUncapped;
+    const double room = makespan_ - after_reload_ - time;
+    if (room <= 0) return 0;
+    return static_cast<int>(std::min(std::floor(room / reload_time_), double{kUncapped}));
+  }
+
   // What a B of the rank's i-th stage frees: A - G.
   double after_backward(size_t i) const {
     const StageCosts& cost = problem_.stages[stages_[i]];
@@ -171,19 +195,23 @@ class RankMemory {
   const OpHeads& heads_;
   const std::vector<int> stages_;  // model order
   const double budget_;
+  const double makespan_;
   double moved_ = 0;                  // the most an offload frees
+  double reload_time_ = kInfinity;    // the least of the rank's reloads
+  double after_reload_ = kInfinity;   // least time from a reload's end to the schedule's end
   std::vector<double> offloads_end_;  // the i-th offload to end ends no earlier than [i]
   std::vector<double> moments_;       // when a release can happen
   std::vector<size_t> swap_order_;    // the rank's stages by what a B frees, least first
 };
 
 // Raises the F heads of `rank` where its memory makes them wait; true when one rose.
-bool pace_rank(const Problem& problem, int rank, OpHeads& heads) {
+bool pace_rank(const Problem& problem, const MicrobatchPaths& paths, int rank, OpHeads& heads,
+               double makespan) {
   const std::vector<int> stages = problem.stages_of_rank(rank);
   for (int s : stages) {
     if (problem.recompute_frees_memory(s)) return false;  // R allocates too: not modelled
   }
-  const RankMemory memory(problem, rank, heads);
+  const RankMemory memory(problem, paths, rank, heads, makespan);
   std::vector<std::vector<double>> paced;  // applied once the round has read every head
   for (size_t c = 0; c < stages.size(); ++c) {
     paced.push_back(heads.forward[stages[c]]);
@@ -202,11 +230,12 @@ bool pace_rank(const Problem& problem, int rank, OpHeads& heads) {
 
 }  // namespace
 
-OpHeads paced_heads(const Problem& problem, OpHeads heads) {
+OpHeads paced_heads(const Problem& problem, OpHeads heads, double makespan) {
+  const MicrobatchPaths paths = microbatch_paths(problem);
   for (int round = 0; round < kMaxRounds; ++round) {
     raise_along_dependencies(problem, heads);
     bool raised = false;
-    for (int r = 0; r < problem.ranks; ++r) raised |= pace_rank(problem, r, heads);
+    for (int r = 0; r < problem.ranks; ++r) raised |= pace_rank(problem, paths, r, heads, makespan);
     if (!raised) return heads;
   }
   raise_along_dependencies(problem, heads);

@@ -3,6 +3,7 @@
 // until enough of the rank's earlier activations can have been released or offloaded.
 #pragma once
 
+#include <limits>
 #include <vector>
 
 #include "compiler/problem.h"
@@ -24,7 +25,10 @@ struct OpHeads {
 // have allocated their activations, so it starts no earlier than the first moment at which the
 // Bs and Ws that can have ended by then, at their heads, and the offloads the rank's channel can
 // have finished (one at a time, each after an F) leave room for it. Ranks with a stage that can
-// recompute are left as they are.
-OpHeads paced_heads(const Problem& problem, OpHeads heads);
+// recompute are left as they are. With a `makespan`, the heads hold in the schedules that end by
+// then: an activation away at a time t comes back by a reload after t, one at a time on the rank's
+// channel, and its B and the backwards below it follow before the end, so fewer can be away late.
+OpHeads paced_heads(const Problem& problem, OpHeads heads,
+                    double makespan = std::numeric_limits<double>::infinity());
 
 }  // namespace optpipe

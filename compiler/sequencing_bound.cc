@@ -15,6 +15,8 @@ namespace optpipe {
 namespace {
 
 constexpr double kInfinity = std::numeric_limits<double>::infinity();
+// Relative width at which the bisection over makespans stops: well below any schedule's spread.
+constexpr double kBisectionPrecision = 1e-6;
 
 // One op of a rank, as the relaxation sees it: it cannot start before `head` (from the
 // schedule's first start) and the schedule runs at least `tail` after it ends.
@@ -186,36 +188,74 @@ Job recompute_job(const Problem& problem, const std::vector<std::vector<OpFamily
   return recompute;
 }
 
+// The relaxation of a problem: its op families, their heads from the dependencies alone, and
+// the bound at heads paced by memory.
+class Relaxation {
+ public:
+  explicit Relaxation(const Problem& problem)
+      : problem_(problem),
+        paths_(microbatch_paths(problem)),
+        families_(op_families(problem, paths_)) {
+    for (const std::vector<OpFamily>& stage : families_) {
+      for (size_t type = 0; type < kHeadsOfType.size(); ++type) {
+        std::vector<double>& family_heads =
+            (unpaced_.*kHeadsOfType[type]).emplace_back(problem.microbatches);
+        for (int k = 0; k < problem.microbatches; ++k) family_heads[k] = stage[type].head.at(k);
+      }
+    }
+  }
+
+  // The bound with the heads paced for schedules that end by `makespan` (compiler/paced_heads.h).
+  LowerBound paced_bound(double makespan = kInfinity) const {
+    const OpHeads heads = paced_heads(problem_, unpaced_, makespan);
+    LowerBound bound{0, BoundSource::kSequencing};
+    for (int r = 0; r < problem_.ranks; ++r) {
+      std::vector<Job> jobs = rank_jobs(problem_, families_, heads, r);
+      LowerBound rank{jackson_preemptive_bound(jobs), BoundSource::kSequencing};
+      if (rank.value > bound.value &&
+          rank.value > jackson_preemptive_bound(rank_jobs(problem_, families_, unpaced_, r))) {
+        rank.source = BoundSource::kMemoryPacing;
+      }
+      const RankMemoryNeed need = rank_memory_need(problem_, paths_, r);
+      if (need.recomputes() && need.area.per_time > 0) {
+        const double with_recompute = with_recompute_time(
+            std::move(jobs), recompute_job(problem_, families_, heads, r), need, rank.value);
+        if (with_recompute > rank.value) rank = {with_recompute, BoundSource::kRecomputeTime};
+      }
+      bound = higher(bound, rank);
+    }
+    return bound;
+  }
+
+ private:
+  const Problem& problem_;
+  const MicrobatchPaths paths_;
+  const std::vector<std::vector<OpFamily>> families_;
+  OpHeads unpaced_;
+};
+
+// Where the pacing counts offloads that their reloads could not bring back in time: the least
+// makespan C* whose paced bound B(C), with no more activations away than come back by C, is
+// within C. B falls as C grows (more can come back), so bisect from `bound` up to the pacing
+// without offloads (C = 0). C* is at least the failing end, and at least B(fitting end): C* is
+// at most that end, so B(C*) >= B(fitting end). The latter is exact where B is flat around C*.
+LowerBound with_reloads_by_the_end(const Relaxation& relaxation, LowerBound bound) {
+  if (relaxation.paced_bound(bound.value).value <= bound.value) return bound;
+  double failing = bound.value;
+  double fitting = relaxation.paced_bound(0).value;
+  while (fitting - failing > kBisectionPrecision * fitting) {
+    const double mid = (failing + fitting) / 2;
+    (relaxation.paced_bound(mid).value <= mid ? fitting : failing) = mid;
+  }
+  return {std::max(failing, relaxation.paced_bound(fitting).value), BoundSource::kMemoryPacing};
+}
+
 }  // namespace
 
 LowerBound sequencing_bound(const Problem& problem) {
-  const MicrobatchPaths paths = microbatch_paths(problem);
-  const std::vector<std::vector<OpFamily>> families = op_families(problem, paths);
-  const int m = problem.microbatches;
-  OpHeads unpaced;
-  for (const std::vector<OpFamily>& stage : families) {
-    for (size_t type = 0; type < kHeadsOfType.size(); ++type) {
-      std::vector<double>& family_heads = (unpaced.*kHeadsOfType[type]).emplace_back(m);
-      for (int k = 0; k < m; ++k) family_heads[k] = stage[type].head.at(k);
-    }
-  }
-  const OpHeads heads = paced_heads(problem, unpaced);
-  LowerBound bound{0, BoundSource::kSequencing};
-  for (int r = 0; r < problem.ranks; ++r) {
-    std::vector<Job> jobs = rank_jobs(problem, families, heads, r);
-    LowerBound rank{jackson_preemptive_bound(jobs), BoundSource::kSequencing};
-    if (rank.value > bound.value &&
-        rank.value > jackson_preemptive_bound(rank_jobs(problem, families, unpaced, r))) {
-      rank.source = BoundSource::kMemoryPacing;
-    }
-    const RankMemoryNeed need = rank_memory_need(problem, paths, r);
-    if (need.recomputes() && need.area.per_time > 0) {
-      const double with_recompute = with_recompute_time(
-          std::move(jobs), recompute_job(problem, families, heads, r), need, rank.value);
-      if (with_recompute > rank.value) rank = {with_recompute, BoundSource::kRecomputeTime};
-    }
-    bound = higher(bound, rank);
-  }
+  const Relaxation relaxation(problem);
+  LowerBound bound = relaxation.paced_bound();
+  if (problem.offload) bound = with_reloads_by_the_end(relaxation, bound);
   // The simulator adds the same durations in another order: round down past the last bits in
   // which the two sums may differ, so a schedule that meets the bound never falls below it.
   bound.value *= 1 - kRoundingMargin;

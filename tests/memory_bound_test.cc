@@ -102,16 +102,6 @@ TEST(MemoryBound, HandComputedWithRecomputeAndOffload) {
   EXPECT_NEAR(memory_bound(p), 299025.0 / 5075, 1e-9);
 }
 
-// Each rank's budget: static bytes + `fraction` of all its activations at once.
-Problem with_budget_fraction(Problem p, double fraction) {
-  for (int r = 0; r < p.ranks; ++r) {
-    int64_t all = 0;
-    for (const int s : p.stages_of_rank(r)) all += p.stages[s].activation_bytes * p.microbatches;
-    p.budget_bytes[r] = p.static_bytes[r] + static_cast<int64_t>(fraction * all);
-  }
-  return p;
-}
-
 bool offloads_or_recomputes(const Order& order) {
   for (const auto& refs : order.ranks) {
     for (const OpRef& ref : refs) {
@@ -137,7 +127,7 @@ TEST(MemoryBound, NoScheduleWithinTheBudgetBeatsIt) {
     // Half the budgets leave room for 40-100% of each rank's activations, half for 5-40%.
     const double low = trial % 2 ? 0.4 : 0.05;
     problem =
-        with_budget_fraction(problem, std::uniform_real_distribution<double>(low, low * 2.5)(rng));
+        testing::with_budget_fraction(problem, std::uniform_real_distribution<double>(low, low * 2.5)(rng));
     Problem roomy = problem;
     for (int64_t& b : roomy.budget_bytes) b = int64_t{1} << 60;
     const double bound = makespan_lower_bound(problem).value;
@@ -199,7 +189,7 @@ TEST(MemoryBound, ASmallerBudgetNeverLowersIt) {
     }
     double previous = 0;
     for (double fraction = 1.0; fraction > 0.05; fraction -= 0.05) {
-      const double bound = makespan_lower_bound(with_budget_fraction(problem, fraction)).value;
+      const double bound = makespan_lower_bound(testing::with_budget_fraction(problem, fraction)).value;
       EXPECT_GE(bound, previous * (1 - 1e-12)) << "trial " << trial << " fraction " << fraction;
       previous = bound;
     }

@@ -12,10 +12,13 @@
 #include <optional>
 #include <random>
 #include <string>
+#include <vector>
 
 #include "compiler/memory_bound.h"
 #include "compiler/metrics.h"
+#include "compiler/microbatch_paths.h"
 #include "compiler/simulator.h"
+#include "compiler/validator.h"
 #include "heuristics/registry.h"
 #include "solver/local_search.h"
 #include "tests/test_problems.h"
@@ -151,6 +154,13 @@ TEST(SequencingBound, PacesForwardsBehindTheBackwardsThatFreeTheirMemory) {
   // Offloads (4 each way at 250 bytes per time unit) free room before the Bs do.
   p.offload = OffloadLink{250, 250, ChannelMode::kDuplex, {0, 1}};
   EXPECT_LT(sequencing_bound(p).value, 121 - 1);
+  // At 60 each way the first offload ends at 61 (after an F at 0-1), and an activation away from
+  // then on is back at 121 at the earliest, its B and W(0) ending at 123; on rank 1 (first F at
+  // 9, B(1) 11 before the end) later still. In a schedule of 121, as without a link, none can be
+  // away, so no shorter one exists (counting offloads without their way back gave 105).
+  p.offload = OffloadLink{1000.0 / 60, 1000.0 / 60, ChannelMode::kDuplex, {0, 1}};
+  EXPECT_NEAR(sequencing_bound(p).value, 121, 1e-9);
+  EXPECT_EQ(sequencing_bound(p).source, BoundSource::kMemoryPacing);
 }
 
 // As above with G = 900 and O = 900, in room for 3.5 activations: a B then frees 100 of its
@@ -243,6 +253,74 @@ TEST(SequencingBound, NoScheduleAtItsOwnPeaksBeatsTheMemoryPacing) {
   EXPECT_GT(schedules, 500);
   EXPECT_GT(offloading, 100);
   EXPECT_GT(paced, 50);
+}
+
+// Pipelines of 2R + 1 to 4R + 1 microbatches, links on which an offload or a reload takes 10-50%
+// of a microbatch's round trip from stage 0, budgets of 10-50% of each rank's activations:
+// AdaOffload's and PipeOffload's schedules (which offload to fit) and a kick of the local search
+// from each, held to the bound at their own peaks. Against the same link with instant reloads,
+// the reloads' way back raises the bound in some of them.
+TEST(SequencingBound, NoOffloadingScheduleAtItsOwnPeaksBeatsTheReloadsWayBack) {
+  std::mt19937 rng(20261126);
+  int offloading = 0, raised = 0;
+  for (int trial = 0; trial < 150; ++trial) {
+    Problem problem = testing::random_problem(rng);
+    problem.microbatches = std::uniform_int_distribution<int>(2, 4)(rng) * problem.ranks + 1;
+    problem.p2p_latency = std::uniform_real_distribution<double>(0, 1)(rng);
+    double offloadable = 0;
+    for (const StageCosts& c : problem.stages) offloadable += c.offloadable_bytes;
+    offloadable /= problem.num_stages();
+    const double transfer = microbatch_paths(problem).round_trip[0] *
+                            std::uniform_real_distribution<double>(0.1, 0.5)(rng);
+    OffloadLink link{offloadable / transfer, offloadable / transfer, ChannelMode::kDuplex, {}};
+    for (int r = 0; r < problem.ranks; ++r) link.link_group_of_rank.push_back(r);
+    problem.offload = link;
+    problem = testing::with_budget_fraction(
+        problem, std::uniform_real_distribution<double>(0.1, 0.5)(rng));
+    Problem roomy = problem;
+    for (int64_t& b : roomy.budget_bytes) b = int64_t{1} << 60;
+    for (const char* method : {"adaoffload", "pipeoffload"}) {
+      const Generator* generator = find_generator(method);
+      if (!generator->unsupported_reason(problem).empty()) continue;
+      const Order order = generator->build(problem);
+      std::vector<Schedule> schedules = {simulate(problem, order, method)};
+      if (std::optional<LocalSearch> search = LocalSearch::from(roomy, order, trial)) {
+        search->perturb(problem.ranks * problem.chunks_per_rank * problem.microbatches);
+        schedules.push_back(search->schedule());
+      }
+      for (const Schedule& schedule : schedules) {
+        if (std::none_of(schedule.ranks.begin(), schedule.ranks.end(), [](const auto& actions) {
+              return std::any_of(actions.begin(), actions.end(),
+                                 [](const Action& a) { return a.ref.op == Op::kOffload; });
+            })) {
+          continue;
+        }
+        SCOPED_TRACE(::testing::Message() << "trial " << trial << " " << method
+                                          << " R=" << problem.ranks << " v="
+                                          << problem.chunks_per_rank << " m="
+                                          << problem.microbatches);
+        ASSERT_FALSE(validate(roomy, schedule));
+        const Metrics metrics = compute_metrics(roomy, schedule);
+        Problem at_peaks = roomy;
+        for (const RankMetrics& rank : metrics.ranks) {
+          at_peaks.budget_bytes[rank.rank] = rank.peak_bytes;
+        }
+        const double bound = sequencing_bound(at_peaks).value;
+        EXPECT_GE(metrics.makespan, bound * (1 - 1e-9));
+        Problem instant_reloads = at_peaks;
+        instant_reloads.offload->h2d_bytes_per_time = 1e12;
+        const double with_instant_reloads = sequencing_bound(instant_reloads).value;
+        EXPECT_LE(with_instant_reloads, bound * (1 + 1e-9));  // faster reloads never raise it
+        ++offloading;
+        raised += bound > with_instant_reloads * (1 + 1e-9);
+      }
+    }
+  }
+  std::printf("%d offloading schedules, the reloads' way back raises the bound in %d\n",
+              offloading, raised);
+  // Measured: 316 offloading schedules, raised in 18.
+  EXPECT_GT(offloading, 250);
+  EXPECT_GT(raised, 10);
 }
 
 }  // namespace

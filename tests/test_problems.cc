@@ -83,6 +83,15 @@ Problem random_problem(std::mt19937& rng) {
   return p;
 }
 
+Problem with_budget_fraction(Problem p, double fraction) {
+  for (int r = 0; r < p.ranks; ++r) {
+    int64_t all = 0;
+    for (const int s : p.stages_of_rank(r)) all += p.stages[s].activation_bytes * p.microbatches;
+    p.budget_bytes[r] = p.static_bytes[r] + static_cast<int64_t>(fraction * all);
+  }
+  return p;
+}
+
 TimedSchedule run_generator(const std::string& method, const Problem& problem) {
   const Generator* generator = find_generator(method);
   if (!generator) throw std::invalid_argument("no generator " + method);

@@ -29,6 +29,9 @@ Problem uniform_problem(int ranks, int chunks, int microbatches, UniformCosts co
 // Memory budget ample (every schedule fits).
 Problem random_problem(std::mt19937& rng);
 
+// Each rank's budget: static bytes + `fraction` of all its activations at once.
+Problem with_budget_fraction(Problem p, double fraction);
+
 // A registered generator's order on `problem`, timed by the simulator, with its metrics (not
 // validated: callers decide what they expect of it).
 struct TimedSchedule {
