@@ -203,28 +203,32 @@ class Relaxation {
         for (int k = 0; k < problem.microbatches; ++k) family_heads[k] = stage[type].head.at(k);
       }
     }
+    for (int r = 0; r < problem.ranks; ++r) {
+      unpaced_bound_ = std::max(unpaced_bound_,
+                                jackson_preemptive_bound(rank_jobs(problem, families_, unpaced_, r)));
+    }
   }
 
   // The bound with the heads paced for schedules that end by `makespan` (compiler/paced_heads.h).
+  // Its source: kRecomputeTime where the R time raises it above the ranks' F, B and W jobs alone,
+  // else kMemoryPacing where their paced heads raise it above their unpaced ones.
   LowerBound paced_bound(double makespan = kInfinity) const {
     const OpHeads heads = paced_heads(problem_, unpaced_, makespan);
-    LowerBound bound{0, BoundSource::kSequencing};
+    double jobs_alone = 0;
+    double bound = 0;
     for (int r = 0; r < problem_.ranks; ++r) {
       std::vector<Job> jobs = rank_jobs(problem_, families_, heads, r);
-      LowerBound rank{jackson_preemptive_bound(jobs), BoundSource::kSequencing};
-      if (rank.value > bound.value &&
-          rank.value > jackson_preemptive_bound(rank_jobs(problem_, families_, unpaced_, r))) {
-        rank.source = BoundSource::kMemoryPacing;
-      }
+      double rank = jackson_preemptive_bound(jobs);
+      jobs_alone = std::max(jobs_alone, rank);
       const RankMemoryNeed need = rank_memory_need(problem_, paths_, r);
       if (need.recomputes() && need.area.per_time > 0) {
-        const double with_recompute = with_recompute_time(
-            std::move(jobs), recompute_job(problem_, families_, heads, r), need, rank.value);
-        if (with_recompute > rank.value) rank = {with_recompute, BoundSource::kRecomputeTime};
+        rank = with_recompute_time(std::move(jobs), recompute_job(problem_, families_, heads, r),
+                                   need, rank);
       }
-      bound = higher(bound, rank);
+      bound = std::max(bound, rank);
     }
-    return bound;
+    if (bound > jobs_alone) return {bound, BoundSource::kRecomputeTime};
+    return {bound, bound > unpaced_bound_ ? BoundSource::kMemoryPacing : BoundSource::kSequencing};
   }
 
  private:
@@ -232,6 +236,7 @@ class Relaxation {
   const MicrobatchPaths paths_;
   const std::vector<std::vector<OpFamily>> families_;
   OpHeads unpaced_;
+  double unpaced_bound_ = 0;  // the ranks' F, B and W jobs at their unpaced heads
 };
 
 // Where the pacing counts offloads that their reloads could not bring back in time: the least
