@@ -1,10 +1,10 @@
 // Hill climbing over per-rank orders (docs/solver.md, The search). A move changes one rank's list:
-// it swaps two adjacent actions (compute ops or transfers, whose place in the list is when they
-// are issued), or lists a compute op on the critical path before the one it waits for on its
-// rank (solver/critical_path.h), or it changes how one activation is handled: a kept one is
-// offloaded (OFFLOAD right after its F, RELOAD a few actions before its backward) or recomputed (R
-// right before its backward), an offloaded or recomputed one is kept. The order is then timed by
-// the simulator, each allocation waiting for the offloads that make room for it
+// it swaps two adjacent actions (compute ops or transfers, whose place in the list is when they are
+// issued) or moves one a few places, or lists a compute op on the critical path before the one it
+// waits for on its rank (solver/critical_path.h), or it changes how one activation is handled: a
+// kept one is offloaded (OFFLOAD right after its F, RELOAD a few actions before its backward) or
+// recomputed (R right before its backward), an offloaded or recomputed one is kept. The order is
+// then timed by the simulator, each allocation waiting for the offloads that make room for it
 // (simulate_within_budget), and kept when it fits the budget and is no slower. Equal makespans are
 // kept too, so the search walks across the plateaus where most moves leave the critical path as it
 // was: an offload that frees memory pays only once a later swap lets an F use it.
@@ -49,6 +49,8 @@ class LocalSearch {
   };
   // The move itself, on one rank's list: nullopt when none applies (the list is then restored).
   std::optional<ListChange> swap_adjacent(std::vector<OpRef>& refs);
+  // Moves one action 2 to kMaxShift places earlier or later in the list.
+  std::optional<ListChange> shift(std::vector<OpRef>& refs);
   // Lists `pair.after` right before `pair.before`: the critical op goes first.
   std::optional<ListChange> reorder(std::vector<OpRef>& refs, const CriticalPair& pair);
   std::optional<ListChange> toggle_activation(std::vector<OpRef>& refs);
