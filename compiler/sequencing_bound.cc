@@ -227,8 +227,11 @@ class Relaxation {
       }
       bound = std::max(bound, rank);
     }
-    if (bound > jobs_alone) return {bound, BoundSource::kRecomputeTime};
-    return {bound, bound > unpaced_bound_ ? BoundSource::kMemoryPacing : BoundSource::kSequencing};
+    // Raised by more than the last bits in which sums of the same durations may differ.
+    auto raised = [](double bound, double without) { return bound > without * (1 + 1e-9); };
+    if (raised(bound, jobs_alone)) return {bound, BoundSource::kRecomputeTime};
+    return {bound, raised(bound, unpaced_bound_) ? BoundSource::kMemoryPacing
+                                                 : BoundSource::kSequencing};
   }
 
  private:
