@@ -150,10 +150,10 @@ class SvgBuilder {
                     kLeft, escape_xml(title()));
     out_ += fmt::format(
         "<text x=\"{:.0f}\" y=\"40\" fill=\"#555555\">{} ranks × {} chunks, {} microbatches; "
-        "lower bound {:.3f} {} (gap {:.1f}%); labels: {}; memory strips run from static bytes "
-        "(bottom) to the budget</text>\n",
+        "lower bound {:.3f} {} from {} (gap {:.1f}%); labels: {}; memory strips run from static "
+        "bytes (bottom) to the budget</text>\n",
         kLeft, problem_.ranks, problem_.chunks_per_rank, problem_.microbatches,
-        metrics_.lower_bound, to_string(problem_.time_unit),
+        metrics_.lower_bound, to_string(problem_.time_unit), to_string(metrics_.lower_bound_source),
         std::max(0.0, 100 * metrics_.gap),  // no "-0.0%" from rounding
         problem_.chunks_per_rank > 1 ? "stage:microbatch" : "microbatch");
     double x = kLeft;
