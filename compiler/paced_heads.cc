@@ -155,13 +155,13 @@ class RankMemory {
               (r.backwards - r.weights) * after_backward(i);
       not_past_backward += r.counted - r.backwards;
     }
-    const int offloads_ended = std::min(
+    const int away = std::min(
         static_cast<int>(std::upper_bound(offloads_end_.begin(), offloads_end_.end(), time) -
                          offloads_end_.begin()),
-        away_at_most(time));
-    const int offloaded = std::min(not_past_backward, offloads_ended);
+        away_at_most(time));  // offloads ended, and not yet reloading
+    const int offloaded = std::min(not_past_backward, away);
     held -= offloaded * moved_;
-    int spare = offloads_ended - offloaded;
+    int spare = away - offloaded;
     for (const size_t i : swap_order_) {
       if (spare == 0 || moved_ <= after_backward(i)) break;
       if (i > c) continue;
