@@ -206,6 +206,7 @@ class Relaxation {
     for (int r = 0; r < problem.ranks; ++r) {
       unpaced_bound_ = std::max(unpaced_bound_,
                                 jackson_preemptive_bound(rank_jobs(problem, families_, unpaced_, r)));
+      needs_.push_back(rank_memory_need(problem, paths_, r));
     }
   }
 
@@ -220,7 +221,7 @@ class Relaxation {
       std::vector<Job> jobs = rank_jobs(problem_, families_, heads, r);
       double rank = jackson_preemptive_bound(jobs);
       jobs_alone = std::max(jobs_alone, rank);
-      const RankMemoryNeed need = rank_memory_need(problem_, paths_, r);
+      const RankMemoryNeed& need = needs_[r];
       if (need.recomputes() && need.area.per_time > 0) {
         rank = with_recompute_time(std::move(jobs), recompute_job(problem_, families_, heads, r),
                                    need, rank);
@@ -228,7 +229,7 @@ class Relaxation {
       bound = std::max(bound, rank);
     }
     // Raised by more than the last bits in which sums of the same durations may differ.
-    auto raised = [](double bound, double without) { return bound > without * (1 + 1e-9); };
+    auto raised = [](double value, double without) { return value > without * (1 + 1e-9); };
     if (raised(bound, jobs_alone)) return {bound, BoundSource::kRecomputeTime};
     return {bound, raised(bound, unpaced_bound_) ? BoundSource::kMemoryPacing
                                                  : BoundSource::kSequencing};
@@ -240,6 +241,7 @@ class Relaxation {
   const std::vector<std::vector<OpFamily>> families_;
   OpHeads unpaced_;
   double unpaced_bound_ = 0;  // the ranks' F, B and W jobs at their unpaced heads
+  std::vector<RankMemoryNeed> needs_;  // per rank, for the R time
 };
 
 // Where the pacing counts offloads that their reloads could not bring back in time: the least
