@@ -144,8 +144,7 @@ CaseResult measure_case(const BenchCase& bench_case, const MeasureOptions& optio
     for (const Variant& variant : bench_case.variants) {
       const int seed = pick([&](const MethodResult& r) { return r.variant == variant.name; });
       if (seed < 0) continue;
-      out.optimizer.push_back(
-          run_optimizer(variant, schedules[seed], limit, options.threads));
+      out.optimizer.push_back(run_optimizer(variant, schedules[seed], limit, options.threads));
     }
   }
   return out;

@@ -84,7 +84,8 @@ std::string summary_table(const std::vector<CaseResult>& cases) {
         milp ? fmt::format("{:.1f} ({:.1f}%) {} {:.1f} s", milp->makespan,
                            100 * milp->idle_fraction, milp->variant, milp->seconds)
              : "—",
-        milp ? milp->solver_status : "—", milp ? fmt::format("{:.1f} {}", milp->lower_bound, to_string(milp->lower_bound_source))
+        milp ? milp->solver_status : "—",
+        milp ? fmt::format("{:.1f} {}", milp->lower_bound, to_string(milp->lower_bound_source))
              : "—",
         milp ? fmt::format("{:.1f}%", 100 * milp->gap)
              : (seed ? fmt::format("{:.1f}%", 100 * seed->gap) : "—"),

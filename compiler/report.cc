@@ -15,8 +15,8 @@ std::string summary_table(const Problem& problem, const std::string& method,
       "{:.1f}%, {}\n",
       problem.name, method, problem.ranks, problem.chunks_per_rank, problem.microbatches,
       metrics.makespan, unit, metrics.lower_bound, to_string(metrics.lower_bound_source),
-      100 * metrics.gap, 100 * metrics.idle_fraction,
-      100 * metrics.bubble_rate, metrics.within_budget ? "within budget" : "OVER BUDGET");
+      100 * metrics.gap, 100 * metrics.idle_fraction, 100 * metrics.bubble_rate,
+      metrics.within_budget ? "within budget" : "OVER BUDGET");
   out +=
       fmt::format("{:>5} {:>12} {:>12} {:>12} {:>12} {:>6}\n", "rank", fmt::format("busy {}", unit),
                   fmt::format("idle {}", unit), "peak", "budget", "use");

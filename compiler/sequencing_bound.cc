@@ -154,8 +154,9 @@ double with_recompute_time(std::vector<Job> jobs, Job recompute, const RankMemor
 }
 
 // The rank's F, B and W ops as jobs, with these heads.
-std::vector<Job> rank_jobs(const Problem& problem, const std::vector<std::vector<OpFamily>>& families,
-                           const OpHeads& heads, int rank) {
+std::vector<Job> rank_jobs(const Problem& problem,
+                           const std::vector<std::vector<OpFamily>>& families, const OpHeads& heads,
+                           int rank) {
   const int m = problem.microbatches;
   std::vector<Job> jobs;
   for (int s : problem.stages_of_rank(rank)) {
@@ -181,9 +182,9 @@ Job recompute_job(const Problem& problem, const std::vector<std::vector<OpFamily
     const StageCosts& cost = problem.stages[s];
     const OpFamily& backward = families[s][1];  // F, B, W
     recompute.head = std::min(recompute.head, heads.forward[s][0] + cost.forward);
-    recompute.tail = std::min(
-        recompute.tail, cost.backward_input + std::max(backward.tail_via_stage_zero.at(0),
-                                                       backward.tail_via_own_weight.at(0)));
+    recompute.tail = std::min(recompute.tail,
+                              cost.backward_input + std::max(backward.tail_via_stage_zero.at(0),
+                                                             backward.tail_via_own_weight.at(0)));
   }
   return recompute;
 }
@@ -204,8 +205,8 @@ class Relaxation {
       }
     }
     for (int r = 0; r < problem.ranks; ++r) {
-      unpaced_bound_ = std::max(unpaced_bound_,
-                                jackson_preemptive_bound(rank_jobs(problem, families_, unpaced_, r)));
+      unpaced_bound_ = std::max(
+          unpaced_bound_, jackson_preemptive_bound(rank_jobs(problem, families_, unpaced_, r)));
       needs_.push_back(rank_memory_need(problem, paths_, r));
     }
   }
@@ -231,8 +232,8 @@ class Relaxation {
     // Raised by more than the last bits in which sums of the same durations may differ.
     auto raised = [](double value, double without) { return value > without * (1 + 1e-9); };
     if (raised(bound, jobs_alone)) return {bound, BoundSource::kRecomputeTime};
-    return {bound, raised(bound, unpaced_bound_) ? BoundSource::kMemoryPacing
-                                                 : BoundSource::kSequencing};
+    return {bound,
+            raised(bound, unpaced_bound_) ? BoundSource::kMemoryPacing : BoundSource::kSequencing};
   }
 
  private:
@@ -240,7 +241,7 @@ class Relaxation {
   const MicrobatchPaths paths_;
   const std::vector<std::vector<OpFamily>> families_;
   OpHeads unpaced_;
-  double unpaced_bound_ = 0;  // the ranks' F, B and W jobs at their unpaced heads
+  double unpaced_bound_ = 0;           // the ranks' F, B and W jobs at their unpaced heads
   std::vector<RankMemoryNeed> needs_;  // per rank, for the R time
 };
 

@@ -126,8 +126,8 @@ TEST(MemoryBound, NoScheduleWithinTheBudgetBeatsIt) {
     }
     // Half the budgets leave room for 40-100% of each rank's activations, half for 5-40%.
     const double low = trial % 2 ? 0.4 : 0.05;
-    problem =
-        testing::with_budget_fraction(problem, std::uniform_real_distribution<double>(low, low * 2.5)(rng));
+    problem = testing::with_budget_fraction(
+        problem, std::uniform_real_distribution<double>(low, low * 2.5)(rng));
     Problem roomy = problem;
     for (int64_t& b : roomy.budget_bytes) b = int64_t{1} << 60;
     const double bound = makespan_lower_bound(problem).value;
@@ -163,7 +163,8 @@ TEST(MemoryBound, NoScheduleWithinTheBudgetBeatsIt) {
         if (recomputes) {
           Problem free_recompute = at_peak;
           for (StageCosts& c : free_recompute.stages) c.recompute_forward = 0;
-          recompute_time_binds += bound_at_peak > makespan_lower_bound(free_recompute).value * (1 + 1e-9);
+          recompute_time_binds +=
+              bound_at_peak > makespan_lower_bound(free_recompute).value * (1 + 1e-9);
         }
       }
     }
@@ -189,7 +190,8 @@ TEST(MemoryBound, ASmallerBudgetNeverLowersIt) {
     }
     double previous = 0;
     for (double fraction = 1.0; fraction > 0.05; fraction -= 0.05) {
-      const double bound = makespan_lower_bound(testing::with_budget_fraction(problem, fraction)).value;
+      const double bound =
+          makespan_lower_bound(testing::with_budget_fraction(problem, fraction)).value;
       EXPECT_GE(bound, previous * (1 - 1e-12)) << "trial " << trial << " fraction " << fraction;
       previous = bound;
     }

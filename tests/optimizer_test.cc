@@ -49,12 +49,12 @@ TEST_P(ProvenOptimum, MatchesExhaustiveSearch) {
   const Schedule seed = simulate(p, one_f_one_b_order(p), "1f1b");
   ASSERT_FALSE(validate(p, seed));
   int incumbents = 0;
-  const OptimizeResult result = optimize(p, seed, {.time_limit_seconds = 30},
-                                         [&](const Schedule& s, const Metrics& m) {
-                                           ++incumbents;
-                                           EXPECT_FALSE(validate(p, s));
-                                           EXPECT_TRUE(m.within_budget);
-                                         });
+  const OptimizeResult result =
+      optimize(p, seed, {.time_limit_seconds = 30}, [&](const Schedule& s, const Metrics& m) {
+        ++incumbents;
+        EXPECT_FALSE(validate(p, s));
+        EXPECT_TRUE(m.within_budget);
+      });
   EXPECT_EQ(result.stats.status, "optimal");
   const double optimum = exhaustive_optimum(p, c.fifo_in_search);
   EXPECT_NEAR(result.stats.objective, optimum, 1e-6);

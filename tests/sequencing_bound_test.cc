@@ -275,8 +275,8 @@ TEST(SequencingBound, NoOffloadingScheduleAtItsOwnPeaksBeatsTheReloadsWayBack) {
     OffloadLink link{offloadable / transfer, offloadable / transfer, ChannelMode::kDuplex, {}};
     for (int r = 0; r < problem.ranks; ++r) link.link_group_of_rank.push_back(r);
     problem.offload = link;
-    problem = testing::with_budget_fraction(
-        problem, std::uniform_real_distribution<double>(0.1, 0.5)(rng));
+    problem = testing::with_budget_fraction(problem,
+                                            std::uniform_real_distribution<double>(0.1, 0.5)(rng));
     Problem roomy = problem;
     for (int64_t& b : roomy.budget_bytes) b = int64_t{1} << 60;
     for (const char* method : {"adaoffload", "pipeoffload"}) {
@@ -295,10 +295,9 @@ TEST(SequencingBound, NoOffloadingScheduleAtItsOwnPeaksBeatsTheReloadsWayBack) {
             })) {
           continue;
         }
-        SCOPED_TRACE(::testing::Message() << "trial " << trial << " " << method
-                                          << " R=" << problem.ranks << " v="
-                                          << problem.chunks_per_rank << " m="
-                                          << problem.microbatches);
+        SCOPED_TRACE(::testing::Message()
+                     << "trial " << trial << " " << method << " R=" << problem.ranks
+                     << " v=" << problem.chunks_per_rank << " m=" << problem.microbatches);
         ASSERT_FALSE(validate(roomy, schedule));
         const Metrics metrics = compute_metrics(roomy, schedule);
         Problem at_peaks = roomy;
@@ -316,8 +315,8 @@ TEST(SequencingBound, NoOffloadingScheduleAtItsOwnPeaksBeatsTheReloadsWayBack) {
       }
     }
   }
-  std::printf("%d offloading schedules, the reloads' way back raises the bound in %d\n",
-              offloading, raised);
+  std::printf("%d offloading schedules, the reloads' way back raises the bound in %d\n", offloading,
+              raised);
   // Measured: 316 offloading schedules, raised in 18.
   EXPECT_GT(offloading, 250);
   EXPECT_GT(raised, 10);
