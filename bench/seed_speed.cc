@@ -15,11 +15,11 @@
 #include <vector>
 
 #include "bench/suite.h"
-#include "compiler/metrics.h"
 #include "compiler/problem.h"
 #include "compiler/simulator.h"
 #include "compiler/validator.h"
 #include "heuristics/offload_generators.h"
+#include "heuristics/offload_placement.h"
 #include "heuristics/registry.h"
 
 namespace {
@@ -53,8 +53,7 @@ void time_every_generator(const std::string& only) {
         const Schedule schedule = simulate(variant.problem, order, std::string(generator.name));
         fmt::print("{:<18} {:<7} {:>6.0f}% {:>9.3f} {:>9.3f} {:>11.1f} {:>5}\n", generator.name,
                    variant.name, 100 * c.budget_fraction, seconds, cpu_seconds,
-                   compute_metrics(variant.problem, schedule).makespan,
-                   validate(variant.problem, schedule) ? "no" : "yes");
+                   makespan_of(schedule), validate(variant.problem, schedule) ? "no" : "yes");
         std::fflush(stdout);
       }
     }

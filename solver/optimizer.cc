@@ -93,7 +93,7 @@ class Search {
   OptimizeResult run(const Schedule& seed) {
     best_ = seed;
     best_makespan_ = makespan_of(seed);
-    problem_bound_ = makespan_lower_bound(problem_);
+    problem_bound_ = options_.lower_bound ? *options_.lower_bound : makespan_lower_bound(problem_);
     stats_.bound = problem_bound_.value;
     if (proven_optimal()) return finish();  // the seed meets the lower bound
     if (options_.local_search) {

@@ -7,8 +7,10 @@
 #pragma once
 
 #include <functional>
+#include <optional>
 #include <string>
 
+#include "compiler/lower_bound.h"
 #include "compiler/metrics.h"
 #include "compiler/problem.h"
 #include "compiler/schedule.h"
@@ -30,6 +32,9 @@ struct OptimizerOptions {
   double window_time_limit_seconds = 2;
   // The list policies and the local search before CBC; off, CBC alone (to measure what it adds).
   bool local_search = true;
+  // makespan_lower_bound(problem), where the caller has it: it takes up to a quarter of a second
+  // at R = 32, m = 256. Computed here when absent.
+  std::optional<LowerBound> lower_bound = std::nullopt;
 };
 
 struct OptimizeResult {

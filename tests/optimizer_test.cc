@@ -141,6 +141,23 @@ TEST(Optimizer, TimeLimitHoldsWhenWindowsGrow) {
   EXPECT_NE(result.stats.status, "");
 }
 
+// The caller's bound stands for the problem's: a seed that meets it is returned at once as
+// optimal, without a search (the compile driver passes the bound it computed for the generators).
+TEST(Optimizer, TakesTheCallersLowerBound) {
+  const Problem p = uniform_problem(8, 1, 16, {1, 1.3, 0.7, 1000, 300});
+  const Schedule seed = simulate(p, one_f_one_b_order(p), "1f1b");
+  const double makespan = makespan_of(seed);
+  ASSERT_GT(makespan, makespan_lower_bound(p).value);  // without it, the optimiser would search
+  const OptimizeResult result = optimize(
+      p, seed,
+      {.time_limit_seconds = 30, .lower_bound = LowerBound{makespan, BoundSource::kSolver}},
+      nullptr);
+  EXPECT_EQ(result.stats.status, "optimal");
+  EXPECT_EQ(result.stats.bound, makespan);
+  EXPECT_LT(result.stats.seconds, 1.0);
+  EXPECT_EQ(makespan_of(result.schedule), makespan);
+}
+
 // Two ranks, three microbatches, room for one and a half activations per rank: a host link that
 // moves one activation in the time of one F, and a recompute as long as an F that keeps a
 // quarter of the activation.

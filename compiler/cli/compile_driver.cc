@@ -136,7 +136,7 @@ CompileResult compile(const Problem& problem, const CompileOptions& options) {
   const std::string& method = options.method;
   CompileResult result;
   // The bound depends on the problem alone, and takes up to a quarter of a second at R = 32,
-  // m = 256: computed once for every schedule measured here.
+  // m = 256: computed once for every schedule measured here and for the optimiser.
   const LowerBound lower_bound = makespan_lower_bound(problem);
   result.ranking = rank_generators(problem, method, lower_bound);
   std::optional<ScheduleCache> cache;
@@ -160,8 +160,10 @@ CompileResult compile(const Problem& problem, const CompileOptions& options) {
   }
   const bool settled = cached && cached->final && result.best.method == "cache";
   if (uses_optimizer(method) && options.optimizer.time_limit_seconds > 0 && !settled) {
+    OptimizerOptions optimizer = options.optimizer;
+    optimizer.lower_bound = lower_bound;
     OptimizeResult optimized =
-        optimize(problem, result.best.schedule, options.optimizer, options.on_improvement);
+        optimize(problem, result.best.schedule, optimizer, options.on_improvement);
     Candidate milp{"milp", std::move(optimized.schedule), {}, {}};
     milp.metrics = compute_metrics(problem, milp.schedule, lower_bound);
     const LowerBound solver_bound{optimized.stats.bound, BoundSource::kSolver};
