@@ -8,6 +8,7 @@
 
 #include "compiler/microbatch_paths.h"
 #include "compiler/paced_heads.h"
+#include "compiler/paced_tails.h"
 #include "compiler/rank_memory_need.h"
 
 namespace optpipe {
@@ -153,20 +154,24 @@ double with_recompute_time(std::vector<Job> jobs, Job recompute, const RankMemor
   return failing;
 }
 
-// The rank's F, B and W ops as jobs, with these heads.
+// The rank's F, B and W ops as jobs, with these heads, and with these paced tails of F and B
+// (compiler/paced_tails.h) where they are longer than the paths'.
 std::vector<Job> rank_jobs(const Problem& problem,
                            const std::vector<std::vector<OpFamily>>& families, const OpHeads& heads,
-                           int rank) {
+                           const OpHeads* tails, int rank) {
   const int m = problem.microbatches;
   std::vector<Job> jobs;
   for (int s : problem.stages_of_rank(rank)) {
     for (size_t type = 0; type < kHeadsOfType.size(); ++type) {
       const OpFamily& family = families[s][type];
+      const auto of_type = kHeadsOfType[type];
+      const bool paced = tails && !(tails->*of_type).empty();  // no paced tails of W
       for (int k = 0; k < m; ++k) {
         const int from_last = m - 1 - k;
-        jobs.push_back({(heads.*kHeadsOfType[type])[s][k], family.duration,
-                        std::max(family.tail_via_stage_zero.at(from_last),
-                                 family.tail_via_own_weight.at(from_last))});
+        double tail = std::max(family.tail_via_stage_zero.at(from_last),
+                               family.tail_via_own_weight.at(from_last));
+        if (paced) tail = std::max(tail, (tails->*of_type)[s][from_last]);
+        jobs.push_back({(heads.*kHeadsOfType[type])[s][k], family.duration, tail});
       }
     }
   }
@@ -196,7 +201,8 @@ class Relaxation {
   explicit Relaxation(const Problem& problem)
       : problem_(problem),
         paths_(microbatch_paths(problem)),
-        families_(op_families(problem, paths_)) {
+        families_(op_families(problem, paths_)),
+        tails_(paced_tails(problem)) {
     for (const std::vector<OpFamily>& stage : families_) {
       for (size_t type = 0; type < kHeadsOfType.size(); ++type) {
         std::vector<double>& family_heads =
@@ -205,8 +211,9 @@ class Relaxation {
       }
     }
     for (int r = 0; r < problem.ranks; ++r) {
-      unpaced_bound_ = std::max(
-          unpaced_bound_, jackson_preemptive_bound(rank_jobs(problem, families_, unpaced_, r)));
+      unpaced_bound_ =
+          std::max(unpaced_bound_,
+                   jackson_preemptive_bound(rank_jobs(problem, families_, unpaced_, nullptr, r)));
       needs_.push_back(rank_memory_need(problem, paths_, r));
     }
   }
@@ -219,7 +226,7 @@ class Relaxation {
     double jobs_alone = 0;
     double bound = 0;
     for (int r = 0; r < problem_.ranks; ++r) {
-      std::vector<Job> jobs = rank_jobs(problem_, families_, heads, r);
+      std::vector<Job> jobs = rank_jobs(problem_, families_, heads, &tails_, r);
       double rank = jackson_preemptive_bound(jobs);
       jobs_alone = std::max(jobs_alone, rank);
       const RankMemoryNeed& need = needs_[r];
@@ -240,6 +247,7 @@ class Relaxation {
   const Problem& problem_;
   const MicrobatchPaths paths_;
   const std::vector<std::vector<OpFamily>> families_;
+  const OpHeads tails_;  // of F and B, paced by memory
   OpHeads unpaced_;
   double unpaced_bound_ = 0;           // the ranks' F, B and W jobs at their unpaced heads
   std::vector<RankMemoryNeed> needs_;  // per rank, for the R time
