@@ -1,5 +1,6 @@
 // The tails paced by memory (compiler/paced_tails.h): hand-computed on a pipeline whose budget
-// binds, and never more than what a schedule within its own peaks leaves after its Fs and Bs.
+// binds, raising the sequencing bound, and never more than what a schedule within its own peaks
+// leaves after its Fs and Bs.
 #include "compiler/paced_tails.h"
 
 #include <gtest/gtest.h>
@@ -11,7 +12,6 @@
 #include <string>
 #include <vector>
 
-#include "compiler/metrics.h"
 #include "compiler/sequencing_bound.h"
 #include "compiler/simulator.h"
 #include "heuristics/registry.h"
@@ -122,11 +122,7 @@ TEST(PacedTails, NoScheduleAtItsOwnPeaksEndsItsOpsLaterThanThePacedTails) {
         SCOPED_TRACE(::testing::Message()
                      << "trial " << trial << " " << generator.name << " R=" << roomy.ranks
                      << " v=" << roomy.chunks_per_rank << " m=" << roomy.microbatches);
-        Problem at_peaks = roomy;
-        for (const RankMetrics& rank : compute_metrics(roomy, schedule).ranks) {
-          at_peaks.budget_bytes[rank.rank] = rank.peak_bytes;
-        }
-        const OpHeads tails = paced_tails(at_peaks);
+        const OpHeads tails = paced_tails(testing::at_own_peaks(roomy, schedule));
         const OpHeads actual = schedule_tails(roomy, schedule);
         bool raised = false;
         for (int s = 0; s < roomy.num_stages(); ++s) {
@@ -138,11 +134,7 @@ TEST(PacedTails, NoScheduleAtItsOwnPeaksEndsItsOpsLaterThanThePacedTails) {
         }
         ++schedules;
         paced += raised;
-        offloading +=
-            std::any_of(schedule.ranks.begin(), schedule.ranks.end(), [](const auto& acts) {
-              return std::any_of(acts.begin(), acts.end(),
-                                 [](const Action& a) { return a.ref.op == Op::kOffload; });
-            });
+        offloading += testing::offloads(schedule);
       }
     }
   }

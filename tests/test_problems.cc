@@ -92,6 +92,21 @@ Problem with_budget_fraction(Problem p, double fraction) {
   return p;
 }
 
+Problem at_own_peaks(const Problem& problem, const Schedule& schedule) {
+  Problem at_peaks = problem;
+  for (const RankMetrics& rank : compute_metrics(problem, schedule).ranks) {
+    at_peaks.budget_bytes[rank.rank] = rank.peak_bytes;
+  }
+  return at_peaks;
+}
+
+bool offloads(const Schedule& schedule) {
+  return std::any_of(schedule.ranks.begin(), schedule.ranks.end(), [](const auto& actions) {
+    return std::any_of(actions.begin(), actions.end(),
+                       [](const Action& a) { return a.ref.op == Op::kOffload; });
+  });
+}
+
 TimedSchedule run_generator(const std::string& method, const Problem& problem) {
   const Generator* generator = find_generator(method);
   if (!generator) throw std::invalid_argument("no generator " + method);

@@ -32,6 +32,13 @@ Problem random_problem(std::mt19937& rng);
 // Each rank's budget: static bytes + `fraction` of all its activations at once.
 Problem with_budget_fraction(Problem p, double fraction);
 
+// `problem` with each rank's budget at the peak `schedule` reaches there: the tightest budget the
+// schedule fits, where memory binds most.
+Problem at_own_peaks(const Problem& problem, const Schedule& schedule);
+
+// Whether `schedule` offloads some activation.
+bool offloads(const Schedule& schedule);
+
 // A registered generator's order on `problem`, timed by the simulator, with its metrics (not
 // validated: callers decide what they expect of it).
 struct TimedSchedule {
