@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <map>
+#include <optional>
+#include <utility>
 
 #include "compiler/microbatch_paths.h"
 
@@ -156,16 +159,15 @@ class RankMemory {
   // The fewest activations away at `time` with which `counted` fits the budget; kNoneFits where
   // no number the rank's channel can have moved by then makes it fit.
   int offloads_needed(const Counted& counted, double time) const {
-    if (held(counted, time, 0) <= budget_) return 0;
+    const double excess = held(counted, time, 0) - budget_;
+    if (excess <= 0) return 0;
     const int most = available_away(time);
     if (!moves() || held(counted, time, most) > budget_) return kNoneFits;
-    int failing = 0;
-    int fitting = most;
-    while (fitting - failing > 1) {
-      const int mid = failing + (fitting - failing) / 2;
-      (held(counted, time, mid) <= budget_ ? fitting : failing) = mid;
-    }
-    return fitting;
+    // Each activation away frees at most the largest O: start there, then step to the fewest.
+    int away = std::clamp(static_cast<int>(std::ceil(excess / moved_)), 1, most);
+    while (held(counted, time, away) > budget_) ++away;
+    while (away > 1 && held(counted, time, away - 1) <= budget_) --away;
+    return away;
   }
 
   bool moves() const { return moved_ > 0; }
@@ -267,106 +269,148 @@ class RankMemory {
   double offload_time_ = kInfinity;  // the least of the rank's offloads
 };
 
-// The ranks that share a rank's copy channels (its link group) as the pacing of its Fs sees
-// them. When the k-th F of a stage starts, k + 1 microbatches have passed every earlier stage, so
-// each other rank of the group holds k + 1 activations of each of its stages before that one,
-// and fits its own budget only with enough of them away: the group's offloads, one at a time on
-// the shared channel, serve both ranks. Other ranks that can recompute are left out (R allocates
-// too: not modelled), which only weakens the check.
+// The ranks that share their copy channels (a link group) as the pacing of their Fs sees them.
+// When the k-th F of a stage starts, k + 1 microbatches have passed every earlier stage, so each
+// other rank of the group holds k + 1 activations of each of its stages before that one, and
+// fits its own budget only with enough of them away: the group's offloads, one at a time on the
+// shared channel, serve all its ranks. Ranks that can recompute are left out (R allocates too:
+// not modelled), which only weakens the check.
 class LinkGroup {
  public:
-  LinkGroup(const Problem& problem, const MicrobatchPaths& paths, int rank,
-            const RankMemory& memory, const OpHeads& heads, double makespan)
-      : memory_(memory), stages_(problem.stages_of_rank(rank)) {
-    if (!memory.moves() || problem.offload->link_group_of_rank.empty()) return;
-    const std::vector<int>& group_of_rank = problem.offload->link_group_of_rank;
-    std::vector<double> forwards = memory.forward_heads();
-    double shortest_forward = memory.shortest_forward();
-    double offload_time = memory.offload_time();
-    for (int other = 0; other < problem.ranks; ++other) {
-      if (other == rank || group_of_rank[other] != group_of_rank[rank]) continue;
-      const std::vector<int> stages = problem.stages_of_rank(other);
-      if (std::any_of(stages.begin(), stages.end(),
-                      [&](int s) { return problem.recompute_frees_memory(s); })) {
-        continue;
-      }
-      const RankMemory& partner = partners_.emplace_back(problem, paths, other, heads, makespan);
-      forwards.insert(forwards.end(), partner.forward_heads().begin(),
-                      partner.forward_heads().end());
-      shortest_forward = std::min(shortest_forward, partner.shortest_forward());
-      if (partner.moves()) offload_time = std::min(offload_time, partner.offload_time());
-      moments_.insert(moments_.end(), partner.moments().begin(), partner.moments().end());
+  LinkGroup(const Problem& problem, std::vector<int> ranks,
+            const std::vector<std::optional<RankMemory>>& memory)
+      : problem_(problem), ranks_(std::move(ranks)), memory_(memory) {
+    std::vector<double> forwards;
+    double shortest_forward = kInfinity;
+    double offload_time = kInfinity;
+    for (int r : ranks_) {
+      const RankMemory& rank = *memory_[r];
+      forwards.insert(forwards.end(), rank.forward_heads().begin(), rank.forward_heads().end());
+      shortest_forward = std::min(shortest_forward, rank.shortest_forward());
+      if (rank.moves()) offload_time = std::min(offload_time, rank.offload_time());
+      moments_.insert(moments_.end(), rank.moments().begin(), rank.moments().end());
     }
-    if (partners_.empty()) return;
     std::sort(forwards.begin(), forwards.end());
-    offloads_end_ = offload_ends(forwards, shortest_forward, offload_time);
-    moments_.insert(moments_.end(), memory.moments().begin(), memory.moments().end());
+    if (offload_time < kInfinity)
+      offloads_end_ = offload_ends(forwards, shortest_forward, offload_time);
     moments_.insert(moments_.end(), offloads_end_.begin(), offloads_end_.end());
     std::sort(moments_.begin(), moments_.end());
   }
 
-  // The earliest moment from `head` on at which the k-th F of the rank's c-th stage and what the
-  // group's other ranks hold then fit, with no more activations away than the shared channel
-  // can have moved.
-  double earliest_fit(size_t c, int k, double head) const {
-    if (partners_.empty() || fits(c, k, head)) return head;
-    const auto first = std::partition_point(moments_.begin(), moments_.end(),
-                                            [&](double t) { return t <= head || !fits(c, k, t); });
-    return first != moments_.end() ? *first : head;
+  // The earliest moment from `head` on at which the k-th F of the c-th stage of `rank` (one of
+  // the group's) and what the group's other ranks hold then fit, with no more activations away
+  // than the shared channel can have moved.
+  double earliest_fit(int rank, size_t c, int k, double head) const {
+    const RankMemory& own = *memory_[rank];
+    const Counted counted = own.at_forward(c, k);
+    const int stage = problem_.stages_of_rank(rank)[c];
+    std::vector<Counted> others;
+    for (int r : ranks_) others.push_back(memory_[r]->before_stage(stage, k));
+    auto fits = [&](double time) {
+      int away = own.offloads_needed(counted, time);
+      // Without an offload of its own, the others need no more than their own channels (which
+      // the group's already counts) can have moved: the rank's own pacing decides.
+      if (away == 0) return true;
+      const int channel = ended_by(offloads_end_, time);
+      for (size_t i = 0; i < ranks_.size() && away <= channel; ++i) {
+        if (ranks_[i] == rank) continue;
+        const int needed = memory_[ranks_[i]]->offloads_needed(others[i], time);
+        away = needed == RankMemory::kNoneFits ? needed : away + needed;
+      }
+      return away <= channel;
+    };
+    if (fits(head)) return head;
+    // Outward from the head, where the fit usually is: steps of 1, 2, 4, ... moments, then
+    // bisection within the last step.
+    auto unfit_until = std::upper_bound(moments_.begin(), moments_.end(), head);
+    for (ptrdiff_t step = 1; unfit_until != moments_.end(); step *= 2) {
+      const auto probe = unfit_until + std::min(step, moments_.end() - unfit_until) - 1;
+      if (fits(*probe)) {
+        return *std::partition_point(unfit_until, probe, [&](double t) { return !fits(t); });
+      }
+      unfit_until = probe + 1;
+    }
+    return head;
   }
 
  private:
-  bool fits(size_t c, int k, double time) const {
-    int away = memory_.offloads_needed(memory_.at_forward(c, k), time);
-    for (const RankMemory& partner : partners_) {
-      if (away == RankMemory::kNoneFits) return false;
-      const int needed = partner.offloads_needed(partner.before_stage(stages_[c], k), time);
-      away = needed == RankMemory::kNoneFits ? needed : away + needed;
-    }
-    return away <= ended_by(offloads_end_, time);
-  }
-
-  const RankMemory& memory_;
-  const std::vector<int> stages_;     // the rank's, model order
-  std::vector<RankMemory> partners_;  // the other ranks of the group
+  const Problem& problem_;
+  const std::vector<int> ranks_;
+  const std::vector<std::optional<RankMemory>>& memory_;
   std::vector<double> offloads_end_;  // the group's i-th offload to end ends no earlier than [i]
   std::vector<double> moments_;       // when a release or an offload's end can happen
 };
 
-// Raises the F heads of `rank` where its memory makes them wait; true when one rose.
-bool pace_rank(const Problem& problem, const MicrobatchPaths& paths, int rank, OpHeads& heads,
-               double makespan) {
-  const std::vector<int> stages = problem.stages_of_rank(rank);
-  for (int s : stages) {
-    if (problem.recompute_frees_memory(s)) return false;  // R allocates too: not modelled
-  }
-  const RankMemory memory(problem, paths, rank, heads, makespan);
-  const LinkGroup group(problem, paths, rank, memory, heads, makespan);
-  std::vector<std::vector<double>> paced;  // applied once the round has read every head
-  for (size_t c = 0; c < stages.size(); ++c) {
-    paced.push_back(heads.forward[stages[c]]);
-    for (int k = 0; k < problem.microbatches; ++k) {
-      paced[c][k] = group.earliest_fit(c, k, memory.earliest_fit(c, k, paced[c][k]));
+// One round of the pacing: every rank's memory and link group as the heads at its start give
+// them, so that each rank is paced once and each group's channel merged once.
+class Round {
+ public:
+  Round(const Problem& problem, const MicrobatchPaths& paths, const OpHeads& heads, double makespan,
+        bool link_groups)
+      : problem_(problem), group_of_rank_(problem.ranks, -1) {
+    for (int r = 0; r < problem.ranks; ++r) {
+      const std::vector<int> stages = problem.stages_of_rank(r);
+      if (std::none_of(stages.begin(), stages.end(),
+                       [&](int s) { return problem.recompute_frees_memory(s); })) {
+        memory_.emplace_back(std::in_place, problem, paths, r, heads, makespan);
+      } else {
+        memory_.emplace_back();  // R allocates too: not modelled
+      }
+    }
+    if (!link_groups || !problem.offload || problem.offload->link_group_of_rank.empty()) return;
+    std::map<int, std::vector<int>> members;
+    for (int r = 0; r < problem.ranks; ++r) {
+      if (memory_[r] && memory_[r]->moves())
+        members[problem.offload->link_group_of_rank[r]].push_back(r);
+    }
+    for (auto& [group, ranks] : members) {
+      if (ranks.size() < 2) continue;
+      for (int r : ranks) group_of_rank_[r] = static_cast<int>(groups_.size());
+      groups_.emplace_back(problem, std::move(ranks), memory_);
     }
   }
-  bool raised = false;
-  for (size_t c = 0; c < stages.size(); ++c) {
-    for (int k = 0; k < problem.microbatches; ++k) {
-      raised |= raise(heads.forward[stages[c]][k], paced[c][k]);
+
+  // Raises the F heads of `rank` where its memory, or its link group's, makes them wait; true
+  // when one rose.
+  bool pace(int rank, OpHeads& heads) const {
+    if (!memory_[rank]) return false;
+    const RankMemory& memory = *memory_[rank];
+    const LinkGroup* group = group_of_rank_[rank] >= 0 ? &groups_[group_of_rank_[rank]] : nullptr;
+    const std::vector<int> stages = problem_.stages_of_rank(rank);
+    bool raised = false;
+    for (size_t c = 0; c < stages.size(); ++c) {
+      for (int k = 0; k < problem_.microbatches; ++k) {
+        double& head = heads.forward[stages[c]][k];
+        double paced = memory.earliest_fit(c, k, head);
+        if (group) paced = group->earliest_fit(rank, c, k, paced);
+        raised |= raise(head, paced);
+      }
     }
+    return raised;
   }
-  return raised;
-}
+
+ private:
+  const Problem& problem_;
+  std::vector<std::optional<RankMemory>> memory_;  // per rank; none where a stage can recompute
+  std::vector<LinkGroup> groups_;                  // of two ranks or more that offload
+  std::vector<int> group_of_rank_;                 // index in groups_, -1 for none
+};
 
 }  // namespace
 
 OpHeads paced_heads(const Problem& problem, OpHeads heads, double makespan) {
   const MicrobatchPaths paths = microbatch_paths(problem);
-  for (int round = 0; round < kMaxRounds; ++round) {
-    raise_along_dependencies(problem, heads);
-    bool raised = false;
-    for (int r = 0; r < problem.ranks; ++r) raised |= pace_rank(problem, paths, r, heads, makespan);
-    if (!raised) return heads;
+  // Each rank alone first, then with its link group: the group's check costs several times the
+  // rank's, and the ranks alone settle most heads.
+  for (const bool link_groups : {false, true}) {
+    for (int round = 0; round < kMaxRounds; ++round) {
+      raise_along_dependencies(problem, heads);
+      const OpHeads at_start = heads;
+      const Round pacing(problem, paths, at_start, makespan, link_groups);
+      bool raised = false;
+      for (int r = 0; r < problem.ranks; ++r) raised |= pacing.pace(r, heads);
+      if (!raised) break;
+    }
   }
   raise_along_dependencies(problem, heads);
   return heads;
