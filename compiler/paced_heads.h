@@ -24,10 +24,13 @@ struct OpHeads {
 // of a rank's c-th stage (model order) comes after k + 1 Fs of each of the rank's first c stages
 // have allocated their activations, so it starts no earlier than the first moment at which the
 // Bs and Ws that can have ended by then, at their heads, and the offloads the rank's channel can
-// have finished (one at a time, each after an F) leave room for it. Ranks with a stage that can
-// recompute are left as they are. With a `makespan`, the heads hold in the schedules that end by
-// then: an activation away at a time t comes back by a reload after t, one at a time on the rank's
-// channel, and its B and the backwards below it follow before the end, so fewer can be away late.
+// have finished (one at a time, each after an F) leave room for it; where ranks share their copy
+// channels (a link group), also no earlier than the group's channel can have finished the offloads
+// that it and the group's other ranks, holding the activations of the microbatches that passed
+// them first, need to fit. Ranks with a stage that can recompute are left as they are. With a
+// `makespan`, the heads hold in the schedules that end by then: an activation away at a time t
+// comes back by a reload after t, one at a time on the rank's channel, and its B and the backwards
+// below it follow before the end, so fewer can be away late.
 OpHeads paced_heads(const Problem& problem, OpHeads heads,
                     double makespan = std::numeric_limits<double>::infinity());
 
