@@ -268,10 +268,17 @@ Problem linked_problem(std::mt19937& rng) {
                                        std::uniform_real_distribution<double>(0.1, 0.5)(rng));
 }
 
+// Offloading schedules and how often the bound at their peaks rises above a relaxed problem's.
+struct Raised {
+  int offloading = 0;
+  int raised = 0;
+};
+
 // AdaOffload's and PipeOffload's schedules (which offload to fit) and a kick of the local search
-// from each, the ones that offload, each checked against the bound at its own peaks.
+// from each, the ones that offload, each held to the bound at its own peaks, and that bound to
+// at least the one of `relaxed` (the same problem with something more: never a higher bound).
 void check_offloading_schedules(const Problem& problem, uint64_t seed,
-                                const std::function<void(const Schedule&, const Problem&)>& check) {
+                                const std::function<Problem(Problem)>& relaxed, Raised& count) {
   Problem roomy = problem;
   for (int64_t& b : roomy.budget_bytes) b = int64_t{1} << 60;
   for (const char* method : {"adaoffload", "pipeoffload"}) {
@@ -290,9 +297,12 @@ void check_offloading_schedules(const Problem& problem, uint64_t seed,
                    << " m=" << problem.microbatches);
       ASSERT_FALSE(validate(roomy, schedule));
       const Problem at_peaks = testing::at_own_peaks(roomy, schedule);
-      EXPECT_GE(compute_metrics(roomy, schedule).makespan,
-                sequencing_bound(at_peaks).value * (1 - 1e-9));
-      check(schedule, at_peaks);
+      const double bound = sequencing_bound(at_peaks).value;
+      EXPECT_GE(compute_metrics(roomy, schedule).makespan, bound * (1 - 1e-9));
+      const double without = sequencing_bound(relaxed(at_peaks)).value;
+      EXPECT_LE(without, bound * (1 + 1e-9));
+      ++count.offloading;
+      count.raised += bound > without * (1 + 1e-9);
     }
   }
 }
@@ -301,25 +311,22 @@ void check_offloading_schedules(const Problem& problem, uint64_t seed,
 // reloads' way back raises the bound in some of them.
 TEST(SequencingBound, NoOffloadingScheduleAtItsOwnPeaksBeatsTheReloadsWayBack) {
   std::mt19937 rng(20261126);
-  int offloading = 0, raised = 0;
+  Raised count;
   for (int trial = 0; trial < 150; ++trial) {
     SCOPED_TRACE(::testing::Message() << "trial " << trial);
     check_offloading_schedules(
-        linked_problem(rng), trial, [&](const Schedule&, const Problem& at_peaks) {
-          const double bound = sequencing_bound(at_peaks).value;
-          Problem instant_reloads = at_peaks;
-          instant_reloads.offload->h2d_bytes_per_time = 1e12;
-          const double with_instant_reloads = sequencing_bound(instant_reloads).value;
-          EXPECT_LE(with_instant_reloads, bound * (1 + 1e-9));  // faster reloads never raise it
-          ++offloading;
-          raised += bound > with_instant_reloads * (1 + 1e-9);
-        });
+        linked_problem(rng), trial,
+        [](Problem p) {
+          p.offload->h2d_bytes_per_time = 1e12;
+          return p;
+        },
+        count);
   }
-  std::printf("%d offloading schedules, the reloads' way back raises the bound in %d\n", offloading,
-              raised);
+  std::printf("%d offloading schedules, the reloads' way back raises the bound in %d\n",
+              count.offloading, count.raised);
   // Measured: 316 offloading schedules, raised in 23.
-  EXPECT_GT(offloading, 250);
-  EXPECT_GT(raised, 10);
+  EXPECT_GT(count.offloading, 250);
+  EXPECT_GT(count.raised, 10);
 }
 
 // Offloading schedules on links shared by pairs of ranks, at their own peaks: GPT-like pipelines
@@ -328,7 +335,7 @@ TEST(SequencingBound, NoOffloadingScheduleAtItsOwnPeaksBeatsTheReloadsWayBack) {
 // each rank's own, the pairs' shared channels raise the bound in some of them.
 TEST(SequencingBound, NoScheduleOnSharedLinksAtItsOwnPeaksBeatsTheGroupPacing) {
   std::mt19937 rng(20261128);
-  int offloading = 0, raised = 0;
+  Raised count;
   for (int trial = 0; trial < 60; ++trial) {
     SCOPED_TRACE(::testing::Message() << "trial " << trial);
     testing::UniformCosts costs;
@@ -343,21 +350,19 @@ TEST(SequencingBound, NoScheduleOnSharedLinksAtItsOwnPeaksBeatsTheGroupPacing) {
         OffloadLink{900 / transfer, 900 / transfer, ChannelMode::kDuplex, {0, 0, 1, 1}};
     problem = testing::with_budget_fraction(problem,
                                             std::uniform_real_distribution<double>(0.15, 0.4)(rng));
-    check_offloading_schedules(problem, trial, [&](const Schedule&, const Problem& at_peaks) {
-      const double bound = sequencing_bound(at_peaks).value;
-      Problem own_links = at_peaks;
-      std::iota(own_links.offload->link_group_of_rank.begin(),
-                own_links.offload->link_group_of_rank.end(), 0);
-      const double with_own_links = sequencing_bound(own_links).value;
-      EXPECT_LE(with_own_links, bound * (1 + 1e-9));  // sharing never lowers it
-      ++offloading;
-      raised += bound > with_own_links * (1 + 1e-9);
-    });
+    check_offloading_schedules(
+        problem, trial,
+        [](Problem p) {
+          std::iota(p.offload->link_group_of_rank.begin(), p.offload->link_group_of_rank.end(), 0);
+          return p;
+        },
+        count);
   }
-  std::printf("%d offloading schedules, sharing the links raises the bound in %d\n", offloading,
-              raised);
-  EXPECT_GT(offloading, 60);
-  EXPECT_GT(raised, 10);
+  std::printf("%d offloading schedules, sharing the links raises the bound in %d\n",
+              count.offloading, count.raised);
+  // Measured: 163 offloading schedules, raised in 67.
+  EXPECT_GT(count.offloading, 120);
+  EXPECT_GT(count.raised, 40);
 }
 
 }  // namespace
