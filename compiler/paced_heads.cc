@@ -81,6 +81,23 @@ int ended_by(const std::vector<double>& ends, double time) {
   return static_cast<int>(std::upper_bound(ends.begin(), ends.end(), time) - ends.begin());
 }
 
+// The first of `moments` (sorted) after `head` at which `fits` holds, if any. Where `fits`, once
+// true, stays true (`monotone`), found by bisection; else each moment is tried in turn: in
+// schedules of a given makespan, fewer activations can be away later, so a check may fail again
+// after it held, and bisection could skip the first moment that fits.
+template <typename Fits>
+std::optional<double> first_fit_after(const std::vector<double>& moments, double head,
+                                      bool monotone, const Fits& fits) {
+  auto first = std::upper_bound(moments.begin(), moments.end(), head);
+  if (monotone) {
+    first = std::partition_point(first, moments.end(), [&](double t) { return !fits(t); });
+  } else {
+    first = std::find_if(first, moments.end(), fits);
+  }
+  if (first == moments.end()) return std::nullopt;
+  return *first;
+}
+
 // The activations a check counts on one rank, per stage in model order: how many are allocated,
 // and how many of those can be past their B or W.
 struct Counted {
@@ -129,9 +146,9 @@ class RankMemory {
   // then keeps the bound from falling as the budget does.
   double earliest_fit(size_t c, int k, double head) const {
     if (fits(c, k, head)) return head;
-    const auto first = std::partition_point(moments_.begin(), moments_.end(),
-                                            [&](double t) { return t <= head || !fits(c, k, t); });
-    if (first != moments_.end()) return *first;
+    const std::optional<double> first = first_fit_after(moments_, head, makespan_ == kInfinity,
+                                                        [&](double t) { return fits(c, k, t); });
+    if (first) return *first;
     return moments_.empty() ? head : std::max(head, moments_.back());
   }
 
@@ -278,8 +295,11 @@ class RankMemory {
 class LinkGroup {
  public:
   LinkGroup(const Problem& problem, std::vector<int> ranks,
-            const std::vector<std::optional<RankMemory>>& memory)
-      : problem_(problem), ranks_(std::move(ranks)), memory_(memory) {
+            const std::vector<std::optional<RankMemory>>& memory, double makespan)
+      : problem_(problem),
+        ranks_(std::move(ranks)),
+        memory_(memory),
+        monotone_(makespan == kInfinity) {
     std::vector<double> forwards;
     double shortest_forward = kInfinity;
     double offload_time = kInfinity;
@@ -320,23 +340,14 @@ class LinkGroup {
       return away <= channel;
     };
     if (fits(head)) return head;
-    // Outward from the head, where the fit usually is: steps of 1, 2, 4, ... moments, then
-    // bisection within the last step.
-    auto unfit_until = std::upper_bound(moments_.begin(), moments_.end(), head);
-    for (ptrdiff_t step = 1; unfit_until != moments_.end(); step *= 2) {
-      const auto probe = unfit_until + std::min(step, moments_.end() - unfit_until) - 1;
-      if (fits(*probe)) {
-        return *std::partition_point(unfit_until, probe, [&](double t) { return !fits(t); });
-      }
-      unfit_until = probe + 1;
-    }
-    return head;
+    return first_fit_after(moments_, head, monotone_, fits).value_or(head);
   }
 
  private:
   const Problem& problem_;
   const std::vector<int> ranks_;
   const std::vector<std::optional<RankMemory>>& memory_;
+  const bool monotone_;               // no makespan: a check that holds keeps holding later
   std::vector<double> offloads_end_;  // the group's i-th offload to end ends no earlier than [i]
   std::vector<double> moments_;       // when a release or an offload's end can happen
 };
@@ -366,7 +377,7 @@ class Round {
     for (auto& [group, ranks] : members) {
       if (ranks.size() < 2) continue;
       for (int r : ranks) group_of_rank_[r] = static_cast<int>(groups_.size());
-      groups_.emplace_back(problem, std::move(ranks), memory_);
+      groups_.emplace_back(problem, std::move(ranks), memory_, makespan);
     }
   }
 
