@@ -294,12 +294,9 @@ class RankMemory {
 // not modelled), which only weakens the check.
 class LinkGroup {
  public:
-  LinkGroup(const Problem& problem, std::vector<int> ranks,
-            const std::vector<std::optional<RankMemory>>& memory, double makespan)
-      : problem_(problem),
-        ranks_(std::move(ranks)),
-        memory_(memory),
-        monotone_(makespan == kInfinity) {
+  LinkGroup(std::vector<int> ranks, const std::vector<std::optional<RankMemory>>& memory,
+            double makespan)
+      : ranks_(std::move(ranks)), memory_(memory), monotone_(makespan == kInfinity) {
     std::vector<double> forwards;
     double shortest_forward = kInfinity;
     double offload_time = kInfinity;
@@ -317,13 +314,12 @@ class LinkGroup {
     std::sort(moments_.begin(), moments_.end());
   }
 
-  // The earliest moment from `head` on at which the k-th F of the c-th stage of `rank` (one of
-  // the group's) and what the group's other ranks hold then fit, with no more activations away
-  // than the shared channel can have moved.
-  double earliest_fit(int rank, size_t c, int k, double head) const {
+  // The earliest moment from `head` on at which the k-th F of `stage`, the c-th stage of `rank`
+  // (one of the group's), and what the group's other ranks hold then fit, with no more
+  // activations away than the shared channel can have moved.
+  double earliest_fit(int rank, size_t c, int stage, int k, double head) const {
     const RankMemory& own = *memory_[rank];
     const Counted counted = own.at_forward(c, k);
-    const int stage = problem_.stages_of_rank(rank)[c];
     std::vector<Counted> others;
     for (int r : ranks_) others.push_back(memory_[r]->before_stage(stage, k));
     auto fits = [&](double time) {
@@ -344,7 +340,6 @@ class LinkGroup {
   }
 
  private:
-  const Problem& problem_;
   const std::vector<int> ranks_;
   const std::vector<std::optional<RankMemory>>& memory_;
   const bool monotone_;               // no makespan: a check that holds keeps holding later
@@ -377,7 +372,7 @@ class Round {
     for (auto& [group, ranks] : members) {
       if (ranks.size() < 2) continue;
       for (int r : ranks) group_of_rank_[r] = static_cast<int>(groups_.size());
-      groups_.emplace_back(problem, std::move(ranks), memory_, makespan);
+      groups_.emplace_back(std::move(ranks), memory_, makespan);
     }
   }
 
@@ -393,7 +388,7 @@ class Round {
       for (int k = 0; k < problem_.microbatches; ++k) {
         double& head = heads.forward[stages[c]][k];
         double paced = memory.earliest_fit(c, k, head);
-        if (group) paced = group->earliest_fit(rank, c, k, paced);
+        if (group) paced = group->earliest_fit(rank, c, stages[c], k, paced);
         raised |= raise(head, paced);
       }
     }
