@@ -131,6 +131,7 @@ TEST(MemoryBound, NoScheduleWithinTheBudgetBeatsIt) {
     Problem roomy = problem;
     for (int64_t& b : roomy.budget_bytes) b = int64_t{1} << 60;
     const double bound = makespan_lower_bound(problem).value;
+    const double roomy_bound = makespan_lower_bound(roomy).value;
     for (const Generator& generator : generators()) {
       if (!generator.unsupported_reason(problem).empty()) continue;
       const Order order = generator.build(problem);
@@ -152,14 +153,11 @@ TEST(MemoryBound, NoScheduleWithinTheBudgetBeatsIt) {
           EXPECT_GE(metrics.makespan, bound * (1 - 1e-9));
           ++within_budget;
         }
-        Problem at_peak = problem;
-        for (const RankMetrics& rank : metrics.ranks) {
-          at_peak.budget_bytes[rank.rank] = rank.peak_bytes;
-        }
+        const Problem at_peak = testing::at_own_peaks(problem, schedule);
         const double bound_at_peak = makespan_lower_bound(at_peak).value;
         EXPECT_GE(metrics.makespan, bound_at_peak * (1 - 1e-9)) << "at its own peak";
         recomputing += recomputes;
-        memory_binds += memory_bound(at_peak) > makespan_lower_bound(roomy).value;
+        memory_binds += memory_bound(at_peak) > roomy_bound;
         if (recomputes) {
           Problem free_recompute = at_peak;
           for (StageCosts& c : free_recompute.stages) c.recompute_forward = 0;

@@ -7,15 +7,12 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <optional>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "compiler/sequencing_bound.h"
-#include "compiler/simulator.h"
 #include "heuristics/registry.h"
-#include "solver/local_search.h"
 #include "tests/test_problems.h"
 
 namespace optpipe {
@@ -112,13 +109,8 @@ TEST(PacedTails, NoScheduleAtItsOwnPeaksEndsItsOpsLaterThanThePacedTails) {
     const OpHeads unpaced = paced_tails(roomy);
     for (const Generator& generator : generators()) {
       if (!generator.unsupported_reason(roomy).empty()) continue;
-      const Order order = generator.build(roomy);
-      std::vector<Schedule> candidates = {simulate(roomy, order, std::string(generator.name))};
-      if (std::optional<LocalSearch> search = LocalSearch::from(roomy, order, trial)) {
-        search->perturb(roomy.ranks * roomy.chunks_per_rank * roomy.microbatches);
-        candidates.push_back(search->schedule());
-      }
-      for (const Schedule& schedule : candidates) {
+      for (const Schedule& schedule : testing::schedule_and_a_kick(
+               roomy, roomy, generator.build(roomy), std::string(generator.name), trial)) {
         SCOPED_TRACE(::testing::Message()
                      << "trial " << trial << " " << generator.name << " R=" << roomy.ranks
                      << " v=" << roomy.chunks_per_rank << " m=" << roomy.microbatches);

@@ -10,7 +10,6 @@
 #include <cmath>
 #include <cstdio>
 #include <functional>
-#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -18,10 +17,9 @@
 #include "compiler/memory_bound.h"
 #include "compiler/metrics.h"
 #include "compiler/microbatch_paths.h"
-#include "compiler/simulator.h"
 #include "compiler/validator.h"
+#include "heuristics/offload_placement.h"
 #include "heuristics/registry.h"
-#include "solver/local_search.h"
 #include "tests/test_problems.h"
 
 namespace optpipe {
@@ -232,12 +230,10 @@ TEST(SequencingBound, NoScheduleAtItsOwnPeaksBeatsTheMemoryPacing) {
       SCOPED_TRACE(::testing::Message()
                    << "trial " << trial << " " << generator.name << " R=" << roomy.ranks
                    << " v=" << roomy.chunks_per_rank << " m=" << roomy.microbatches);
-      const Order order = generator.build(roomy);
-      check_at_own_peaks(roomy, simulate(roomy, order, std::string(generator.name)), unpaced);
-      std::optional<LocalSearch> search = LocalSearch::from(roomy, order, trial);
-      if (!search) continue;
-      search->perturb(roomy.ranks * roomy.chunks_per_rank * roomy.microbatches);
-      check_at_own_peaks(roomy, search->schedule(), unpaced);
+      for (const Schedule& schedule : testing::schedule_and_a_kick(
+               roomy, roomy, generator.build(roomy), std::string(generator.name), trial)) {
+        check_at_own_peaks(roomy, schedule, unpaced);
+      }
     }
   }
   std::printf("%d schedules, %d offloading, %d where memory pacing raises the bound\n", schedules,
@@ -283,13 +279,8 @@ void check_offloading_schedules(const Problem& problem, uint64_t seed,
   for (const char* method : {"adaoffload", "pipeoffload"}) {
     const Generator* generator = find_generator(method);
     if (!generator->unsupported_reason(problem).empty()) continue;
-    const Order order = generator->build(problem);
-    std::vector<Schedule> schedules = {simulate(problem, order, method)};
-    if (std::optional<LocalSearch> search = LocalSearch::from(roomy, order, seed)) {
-      search->perturb(problem.ranks * problem.chunks_per_rank * problem.microbatches);
-      schedules.push_back(search->schedule());
-    }
-    for (const Schedule& schedule : schedules) {
+    for (const Schedule& schedule :
+         testing::schedule_and_a_kick(problem, roomy, generator->build(problem), method, seed)) {
       if (!testing::offloads(schedule)) continue;
       SCOPED_TRACE(::testing::Message()
                    << method << " R=" << problem.ranks << " v=" << problem.chunks_per_rank
@@ -297,7 +288,7 @@ void check_offloading_schedules(const Problem& problem, uint64_t seed,
       ASSERT_FALSE(validate(roomy, schedule));
       const Problem at_peaks = testing::at_own_peaks(roomy, schedule);
       const double bound = sequencing_bound(at_peaks).value;
-      EXPECT_GE(compute_metrics(roomy, schedule).makespan, bound * (1 - 1e-9));
+      EXPECT_GE(makespan_of(schedule), bound * (1 - 1e-9));
       Problem relaxed = at_peaks;
       relax(relaxed);
       const double without = sequencing_bound(relaxed).value;

@@ -4,13 +4,16 @@
 #include <functional>
 #include <limits>
 #include <numeric>
+#include <optional>
 #include <stdexcept>
 
 #include "compiler/errors.h"
+#include "compiler/memory_timeline.h"
 #include "compiler/simulator.h"
 #include "compiler/validator.h"
 #include "heuristics/classic.h"
 #include "heuristics/registry.h"
+#include "solver/local_search.h"
 
 namespace optpipe::testing {
 
@@ -94,8 +97,9 @@ Problem with_budget_fraction(Problem p, double fraction) {
 
 Problem at_own_peaks(const Problem& problem, const Schedule& schedule) {
   Problem at_peaks = problem;
-  for (const RankMetrics& rank : compute_metrics(problem, schedule).ranks) {
-    at_peaks.budget_bytes[rank.rank] = rank.peak_bytes;
+  for (int r = 0; r < problem.ranks; ++r) {
+    at_peaks.budget_bytes[r] =
+        problem.static_bytes[r] + peak_live_bytes(memory_timeline(problem, schedule.ranks[r]));
   }
   return at_peaks;
 }
@@ -105,6 +109,17 @@ bool offloads(const Schedule& schedule) {
     return std::any_of(actions.begin(), actions.end(),
                        [](const Action& a) { return a.ref.op == Op::kOffload; });
   });
+}
+
+std::vector<Schedule> schedule_and_a_kick(const Problem& problem, const Problem& roomy,
+                                          const Order& order, const std::string& method,
+                                          uint64_t seed) {
+  std::vector<Schedule> schedules = {simulate(problem, order, method)};
+  if (std::optional<LocalSearch> search = LocalSearch::from(roomy, order, seed)) {
+    search->perturb(roomy.ranks * roomy.chunks_per_rank * roomy.microbatches);
+    schedules.push_back(search->schedule());
+  }
+  return schedules;
 }
 
 TimedSchedule run_generator(const std::string& method, const Problem& problem) {

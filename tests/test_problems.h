@@ -5,6 +5,7 @@
 #include <optional>
 #include <random>
 #include <string>
+#include <vector>
 
 #include "compiler/metrics.h"
 #include "compiler/problem.h"
@@ -38,6 +39,13 @@ Problem at_own_peaks(const Problem& problem, const Schedule& schedule);
 
 // Whether `schedule` offloads some activation.
 bool offloads(const Schedule& schedule);
+
+// `order` timed on `problem`, and, where the local search can start from it on `roomy` (the same
+// problem with room for anything), a random kick of it there: a schedule that may offload,
+// recompute or reorder wherever a move allows.
+std::vector<Schedule> schedule_and_a_kick(const Problem& problem, const Problem& roomy,
+                                          const Order& order, const std::string& method,
+                                          uint64_t seed);
 
 // A registered generator's order on `problem`, timed by the simulator, with its metrics (not
 // validated: callers decide what they expect of it).
