@@ -1,0 +1,163 @@
+#include "compiler/paced_memory.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace optpipe::pacing {
+
+namespace {
+
+// How many ops with these heads (non-decreasing) and duration can have ended by `time`.
+int ended_by(const std::vector<double>& heads, double duration, double time) {
+  return static_cast<int>(
+      std::partition_point(heads.begin(), heads.end(),
+                           [&](double head) { return head + duration <= time; }) -
+      heads.begin());
+}
+
+}  // namespace
+
+std::vector<double> offload_ends(const std::vector<double>& forwards, double shortest_forward,
+                                 double offload_time) {
+  std::vector<double> ends;
+  for (size_t i = 0; i < forwards.size(); ++i) {
+    const double after_forward = forwards[i] + shortest_forward + offload_time;
+    ends.push_back(i == 0 ? after_forward : std::max(after_forward, ends[i - 1] + offload_time));
+  }
+  return ends;
+}
+
+int ended_by(const std::vector<double>& ends, double time) {
+  return static_cast<int>(std::upper_bound(ends.begin(), ends.end(), time) - ends.begin());
+}
+
+RankMemory::RankMemory(const Problem& problem, const MicrobatchPaths& paths, int rank,
+                       const OpHeads& heads, double makespan)
+    : problem_(problem),
+      heads_(heads),
+      stages_(problem.stages_of_rank(rank)),
+      budget_(static_cast<double>(problem.activation_budget(rank))),
+      makespan_(makespan) {
+  for (int s : stages_) {
+    const StageCosts& cost = problem.stages[s];
+    shortest_forward_ = std::min(shortest_forward_, cost.forward);
+    forwards_.insert(forwards_.end(), heads.forward[s].begin(), heads.forward[s].end());
+    if (problem.offload_frees_memory(s)) {
+      moved_ = std::max(moved_, static_cast<double>(cost.offloadable_bytes));
+      offload_time_ = std::min(offload_time_, problem.offload_time(s));
+      reload_time_ = std::min(reload_time_, problem.reload_time(s));
+      after_reload_ = std::min(after_reload_, paths.backward_tail[s]);
+    }
+  }
+  std::sort(forwards_.begin(), forwards_.end());
+  if (moves()) offloads_end_ = offload_ends(forwards_, shortest_forward_, offload_time_);
+  moments_ = offloads_end_;
+  for (int s : stages_) {
+    const StageCosts& cost = problem.stages[s];
+    for (double head : heads.backward[s]) moments_.push_back(head + cost.backward_input);
+    for (double head : heads.weight[s]) moments_.push_back(head + cost.backward_weight);
+  }
+  std::sort(moments_.begin(), moments_.end());
+  for (size_t i = 0; i < stages_.size(); ++i) swap_order_.push_back(i);
+  std::sort(swap_order_.begin(), swap_order_.end(),
+            [&](size_t a, size_t b) { return after_backward(a) < after_backward(b); });
+}
+
+double RankMemory::earliest_fit(size_t c, int k, double head) const {
+  if (fits(c, k, head)) return head;
+  const std::optional<double> first = first_fit_after(moments_, head, makespan_ == kInfinity,
+                                                      [&](double t) { return fits(c, k, t); });
+  if (first) return *first;
+  return moments_.empty() ? head : std::max(head, moments_.back());
+}
+
+Counted RankMemory::at_forward(size_t c, int k) const {
+  Counted counted{std::vector<int>(stages_.size(), 0), {}};
+  for (size_t i = 0; i <= c; ++i) counted.allocated[i] = k + 1;
+  counted.releasable = counted.allocated;
+  counted.releasable[c] = k;
+  return counted;
+}
+
+Counted RankMemory::before_stage(int stage, int k) const {
+  Counted counted{std::vector<int>(stages_.size(), 0), {}};
+  for (size_t i = 0; i < stages_.size(); ++i) counted.allocated[i] = stages_[i] < stage ? k + 1 : 0;
+  counted.releasable = counted.allocated;
+  return counted;
+}
+
+int RankMemory::offloads_needed(const Counted& counted, double time) const {
+  const double excess = held(counted, time, 0) - budget_;
+  if (excess <= 0) return 0;
+  const int most = available_away(time);
+  if (!moves() || held(counted, time, most) > budget_) return kNoneFits;
+  // Each activation away frees at most the largest O: start there, then step to the fewest.
+  int away = std::clamp(static_cast<int>(std::ceil(excess / moved_)), 1, most);
+  while (held(counted, time, away) > budget_) ++away;
+  while (away > 1 && held(counted, time, away - 1) <= budget_) --away;
+  return away;
+}
+
+RankMemory::Released RankMemory::released(size_t i, int counted, double time) const {
+  const StageCosts& cost = problem_.stages[stages_[i]];
+  Released r;
+  r.counted = counted;
+  r.backwards =
+      std::min(r.counted, ended_by(heads_.backward[stages_[i]], cost.backward_input, time));
+  r.weights =
+      std::min(r.backwards, ended_by(heads_.weight[stages_[i]], cost.backward_weight, time));
+  return r;
+}
+
+bool RankMemory::fits(size_t c, int k, double time) const {
+  return held(at_forward(c, k), time, available_away(time)) <= budget_;
+}
+
+int RankMemory::available_away(double time) const {
+  return std::min(ended_by(offloads_end_, time), away_at_most(time));
+}
+
+// The allocated activations, less what can have been released. An activation whose B has ended
+// holds its G until its W ends, then nothing; one whose offload has ended holds A - O until its
+// reload, and at most one offload per counted activation not past its B can have ended. A B that
+// ended while its W did not may have run on an activation other than these, leaving one of them to
+// an offload beyond those: each such swap frees the largest O less A - G, largest first.
+double RankMemory::held(const Counted& counted, double time, int away) const {
+  double held = 0;
+  int not_past_backward = 0;
+  for (size_t i = 0; i < stages_.size(); ++i) {
+    const StageCosts& cost = problem_.stages[stages_[i]];
+    const Released r = released(i, counted.releasable[i], time);
+    held += counted.allocated[i] * static_cast<double>(cost.activation_bytes) -
+            r.weights * static_cast<double>(cost.activation_bytes) -
+            (r.backwards - r.weights) * after_backward(i);
+    not_past_backward += r.counted - r.backwards;
+  }
+  const int offloaded = std::min(not_past_backward, away);
+  held -= offloaded * moved_;
+  int spare = away - offloaded;
+  for (const size_t i : swap_order_) {
+    if (spare == 0 || moved_ <= after_backward(i)) break;
+    const Released r = released(i, counted.releasable[i], time);
+    const int swapped = std::min(spare, r.backwards - r.weights);
+    held -= swapped * (moved_ - after_backward(i));
+    spare -= swapped;
+  }
+  return held;
+}
+
+// Each activation away comes back after `time` by a reload of its own on the rank's channel, one at
+// a time, and its B and the backwards down to W(0) follow that reload before the makespan.
+int RankMemory::away_at_most(double time) const {
+  if (makespan_ == kInfinity) return kUncapped;
+  const double room = makespan_ - after_reload_ - time;
+  if (room <= 0) return 0;
+  return static_cast<int>(std::min(std::floor(room / reload_time_), double{kUncapped}));
+}
+
+double RankMemory::after_backward(size_t i) const {
+  const StageCosts& cost = problem_.stages[stages_[i]];
+  return static_cast<double>(cost.activation_bytes - cost.weight_grad_bytes);
+}
+
+}  // namespace optpipe::pacing

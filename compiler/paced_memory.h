@@ -1,0 +1,126 @@
+// The memory of one rank as the pacing of compiler/paced_heads.h sees it, and the counting that
+// the pacing of a rank and of a link group share (docs/semantics.md, The sequencing bound).
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <limits>
+#include <optional>
+#include <vector>
+
+#include "compiler/microbatch_paths.h"
+#include "compiler/paced_heads.h"
+#include "compiler/problem.h"
+
+namespace optpipe::pacing {
+
+constexpr double kInfinity = std::numeric_limits<double>::infinity();
+
+// The i-th offload to end (from 0) on one channel moves the activation of one of the Fs from the
+// i-th on (`forwards`: their heads, sorted), after that F ends, and the channel moves one at a
+// time: [i] is the earliest it can end.
+std::vector<double> offload_ends(const std::vector<double>& forwards, double shortest_forward,
+                                 double offload_time);
+
+// How many of `ends` (sorted) are at most `time`.
+int ended_by(const std::vector<double>& ends, double time);
+
+// The first of `moments` (sorted) after `head` at which `fits` holds, if any. Where `fits`, once
+// true, stays true (`monotone`), found by bisection; else each moment is tried in turn: in
+// schedules of a given makespan, fewer activations can be away later, so a check may fail again
+// after it held, and bisection could skip the first moment that fits.
+template <typename Fits>
+std::optional<double> first_fit_after(const std::vector<double>& moments, double head,
+                                      bool monotone, const Fits& fits) {
+  auto first = std::upper_bound(moments.begin(), moments.end(), head);
+  if (monotone) {
+    first = std::partition_point(first, moments.end(), [&](double t) { return !fits(t); });
+  } else {
+    first = std::find_if(first, moments.end(), fits);
+  }
+  if (first == moments.end()) return std::nullopt;
+  return *first;
+}
+
+// The activations a check counts on one rank, per stage in model order: how many are allocated,
+// and how many of those can be past their B or W.
+struct Counted {
+  std::vector<int> allocated;
+  std::vector<int> releasable;
+};
+
+// The memory of one rank as the pacing sees it, from the heads of the current round, in
+// schedules of at most `makespan`.
+class RankMemory {
+ public:
+  RankMemory(const Problem& problem, const MicrobatchPaths& paths, int rank, const OpHeads& heads,
+             double makespan);
+
+  // The earliest moment from `head` on at which the k-th F of the rank's c-th stage fits. Where
+  // nothing released by the heads makes it fit, no schedule fits the budget; the last release
+  // then keeps the bound from falling as the budget does.
+  double earliest_fit(size_t c, int k, double head) const;
+
+  // At the k-th F of the rank's c-th stage: k + 1 activations of each of its first c stages, the
+  // F's own included (which no release can have freed).
+  Counted at_forward(size_t c, int k) const;
+  // At the k-th F of `stage` on another rank: k + 1 activations of each of this rank's stages
+  // before it, which those microbatches passed first.
+  Counted before_stage(int stage, int k) const;
+
+  static constexpr int kNoneFits = std::numeric_limits<int>::max();
+
+  // The fewest activations away at `time` with which `counted` fits the budget; kNoneFits where
+  // no number the rank's channel can have moved by then makes it fit.
+  int offloads_needed(const Counted& counted, double time) const;
+
+  bool moves() const { return moved_ > 0; }
+  const std::vector<double>& moments() const { return moments_; }
+  const std::vector<double>& forward_heads() const { return forwards_; }  // sorted
+  double shortest_forward() const { return shortest_forward_; }
+  double offload_time() const { return offload_time_; }
+
+ private:
+  // Of `counted` activations of the rank's i-th stage, how many can be past their B and past
+  // their W at `time`.
+  struct Released {
+    int counted = 0;
+    int backwards = 0;
+    int weights = 0;
+  };
+  Released released(size_t i, int counted, double time) const;
+
+  // Whether the bytes the k-th F of the c-th stage allocates fit at `time`.
+  bool fits(size_t c, int k, double time) const;
+
+  // Offloads ended by `time` that can still be away: not yet reloading.
+  int available_away(double time) const;
+
+  // The least bytes `counted` can hold at `time` with `away` activations offloaded.
+  double held(const Counted& counted, double time, int away) const;
+
+  static constexpr int kUncapped = std::numeric_limits<int>::max();
+
+  // How many activations can be away (offloaded, not yet reloading) at `time`.
+  int away_at_most(double time) const;
+
+  // What a B of the rank's i-th stage frees: A - G.
+  double after_backward(size_t i) const;
+
+  const Problem& problem_;
+  const OpHeads& heads_;
+  const std::vector<int> stages_;  // model order
+  const double budget_;
+  const double makespan_;
+  double moved_ = 0;                  // the most an offload frees
+  double reload_time_ = kInfinity;    // the least of the rank's reloads
+  double after_reload_ = kInfinity;   // least time from a reload's end to the schedule's end
+  std::vector<double> offloads_end_;  // the i-th offload to end ends no earlier than [i]
+  std::vector<double> moments_;       // when a release can happen
+  std::vector<size_t> swap_order_;    // the rank's stages by what a B frees, least first
+  std::vector<double> forwards_;      // the heads of the rank's Fs, sorted
+  double shortest_forward_ = kInfinity;
+  double offload_time_ = kInfinity;  // the least of the rank's offloads
+};
+
+}  // namespace optpipe::pacing
