@@ -27,10 +27,12 @@ struct OpHeads {
 // have finished (one at a time, each after an F) leave room for it; where ranks share their copy
 // channels (a link group), also no earlier than the group's channel can have finished the offloads
 // that it and the group's other ranks, holding the activations of the microbatches that passed
-// them first, need to fit. Ranks with a stage that can recompute are left as they are. With a
-// `makespan`, the heads hold in the schedules that end by then: an activation away at a time t
-// comes back by a reload after t, one at a time on the rank's channel, and its B and the backwards
-// below it follow before the end, so fewer can be away late.
+// them first, need to fit. Where the rank has later stages, their Fs that must come first (the
+// k-th F of the earlier stage would leave no room for them by their latest start in schedules of
+// the makespan, or ever without a link) count too. Ranks with a stage that can recompute are left
+// as they are. With a `makespan`, the heads hold in the schedules that end by then: an activation
+// away at a time t comes back by a reload after t, one at a time on the rank's channel, and its B
+// and the backwards below it follow before the end, so fewer can be away late.
 OpHeads paced_heads(const Problem& problem, OpHeads heads,
                     double makespan = std::numeric_limits<double>::infinity());
 

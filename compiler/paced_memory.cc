@@ -49,6 +49,10 @@ RankMemory::RankMemory(const Problem& problem, const MicrobatchPaths& paths, int
       after_reload_ = std::min(after_reload_, paths.backward_tail[s]);
     }
   }
+  for (int s : stages_) {
+    const StageCosts& cost = problem.stages[s];
+    forward_tail_.push_back(paths.round_trip[s] - cost.backward_input + paths.backward_tail[s]);
+  }
   std::sort(forwards_.begin(), forwards_.end());
   if (moves()) offloads_end_ = offload_ends(forwards_, shortest_forward_, offload_time_);
   moments_ = offloads_end_;
@@ -61,29 +65,90 @@ RankMemory::RankMemory(const Problem& problem, const MicrobatchPaths& paths, int
   for (size_t i = 0; i < stages_.size(); ++i) swap_order_.push_back(i);
   std::sort(swap_order_.begin(), swap_order_.end(),
             [&](size_t a, size_t b) { return after_backward(a) < after_backward(b); });
+  if (makespan_ < kInfinity || !moves()) count_forwards_before();
 }
 
 double RankMemory::earliest_fit(size_t c, int k, double head) const {
-  if (fits(c, k, head)) return head;
-  const std::optional<double> first = first_fit_after(moments_, head, makespan_ == kInfinity,
-                                                      [&](double t) { return fits(c, k, t); });
+  const Counted counted = at_forward(c, k);
+  auto fits = [&](double t) { return held(counted, t, available_away(t)) <= budget_; };
+  if (fits(head)) return head;
+  const std::optional<double> first = first_fit_after(moments_, head, makespan_ == kInfinity, fits);
   if (first) return *first;
   return moments_.empty() ? head : std::max(head, moments_.back());
 }
 
 Counted RankMemory::at_forward(size_t c, int k) const {
-  Counted counted{std::vector<int>(stages_.size(), 0), {}};
+  Counted counted = through(c, k);
+  if (forwards_before_.empty()) return counted;
+  for (size_t i = c + 1; i < stages_.size(); ++i) {
+    counted.allocated[i] = counted.releasable[i] = counted.backward_at_most[i] =
+        forwards_before_[c][i][k];
+  }
+  return counted;
+}
+
+Counted RankMemory::through(size_t c, int k) const {
+  Counted counted;
+  counted.allocated.assign(stages_.size(), 0);
   for (size_t i = 0; i <= c; ++i) counted.allocated[i] = k + 1;
   counted.releasable = counted.allocated;
   counted.releasable[c] = k;
+  counted.backward_at_most = counted.releasable;
   return counted;
 }
 
 Counted RankMemory::before_stage(int stage, int k) const {
-  Counted counted{std::vector<int>(stages_.size(), 0), {}};
+  Counted counted;
+  counted.allocated.assign(stages_.size(), 0);
   for (size_t i = 0; i < stages_.size(); ++i) counted.allocated[i] = stages_[i] < stage ? k + 1 : 0;
   counted.releasable = counted.allocated;
+  counted.backward_at_most = counted.releasable;
   return counted;
+}
+
+// Were the k-th F of stage c to start before the j-th F of stage i, then at the latter's start the
+// first k + 1 Fs of stage c have allocated (and ended, so each can be away), and only the j
+// microbatches that passed stage i before it can be past their B there. Where that fits at no
+// moment from the j-th F's head to the latest start that the makespan and the F's path to the end
+// leave, it starts before. More Fs of stage c only hold more, so each k's count starts from the
+// previous one's.
+void RankMemory::count_forwards_before() {
+  const int m = problem_.microbatches;
+  forwards_before_.assign(stages_.size(), std::vector<std::vector<int>>(stages_.size()));
+  for (size_t i = 1; i < stages_.size(); ++i) {
+    const std::vector<double>& heads = heads_.forward[stages_[i]];
+    const double latest = makespan_ - forward_tail_[i];
+    for (size_t c = 0; c < i; ++c) {
+      std::vector<int>& before = forwards_before_[c][i];
+      int j = 0;
+      for (int k = 0; k < m; ++k) {
+        for (; j < k; ++j) {
+          if (heads[j] <= latest) {
+            Counted counted = through(i, j);
+            counted.allocated[c] = counted.releasable[c] = k + 1;
+            counted.backward_at_most[c] = j;
+            if (fits_by(counted, heads[j], latest)) break;
+          }
+        }
+        before.push_back(j);
+      }
+    }
+  }
+}
+
+bool RankMemory::fits_by(const Counted& counted, double from, double to) const {
+  auto fits = [&](double t) { return held(counted, t, available_away(t)) <= budget_; };
+  if (fits(from)) return true;
+  auto moment = std::upper_bound(moments_.begin(), moments_.end(), from);
+  for (int tried = 0; tried < kExactMoments && moment != moments_.end() && *moment <= to;
+       ++tried, ++moment) {
+    if (fits(*moment)) return true;
+  }
+  if (moment == moments_.end() || *moment > to) return false;
+  // Held falls with time and with more away; the channel has moved the most by `to`, and the
+  // reloads' way back allows the most away at the first moment left.
+  const int away = std::min(ended_by(offloads_end_, to), away_at_most(*moment));
+  return held(counted, to, away) <= budget_;
 }
 
 int RankMemory::offloads_needed(const Counted& counted, double time) const {
@@ -98,19 +163,15 @@ int RankMemory::offloads_needed(const Counted& counted, double time) const {
   return away;
 }
 
-RankMemory::Released RankMemory::released(size_t i, int counted, double time) const {
+RankMemory::Released RankMemory::released(const Counted& counted, size_t i, double time) const {
   const StageCosts& cost = problem_.stages[stages_[i]];
   Released r;
-  r.counted = counted;
-  r.backwards =
-      std::min(r.counted, ended_by(heads_.backward[stages_[i]], cost.backward_input, time));
+  r.counted = counted.releasable[i];
+  r.backwards = std::min(counted.backward_at_most[i],
+                         ended_by(heads_.backward[stages_[i]], cost.backward_input, time));
   r.weights =
       std::min(r.backwards, ended_by(heads_.weight[stages_[i]], cost.backward_weight, time));
   return r;
-}
-
-bool RankMemory::fits(size_t c, int k, double time) const {
-  return held(at_forward(c, k), time, available_away(time)) <= budget_;
 }
 
 int RankMemory::available_away(double time) const {
@@ -127,7 +188,7 @@ double RankMemory::held(const Counted& counted, double time, int away) const {
   int not_past_backward = 0;
   for (size_t i = 0; i < stages_.size(); ++i) {
     const StageCosts& cost = problem_.stages[stages_[i]];
-    const Released r = released(i, counted.releasable[i], time);
+    const Released r = released(counted, i, time);
     held += counted.allocated[i] * static_cast<double>(cost.activation_bytes) -
             r.weights * static_cast<double>(cost.activation_bytes) -
             (r.backwards - r.weights) * after_backward(i);
@@ -138,7 +199,7 @@ double RankMemory::held(const Counted& counted, double time, int away) const {
   int spare = away - offloaded;
   for (const size_t i : swap_order_) {
     if (spare == 0 || moved_ <= after_backward(i)) break;
-    const Released r = released(i, counted.releasable[i], time);
+    const Released r = released(counted, i, time);
     const int swapped = std::min(spare, r.backwards - r.weights);
     held -= swapped * (moved_ - after_backward(i));
     spare -= swapped;

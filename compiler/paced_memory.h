@@ -43,10 +43,12 @@ std::optional<double> first_fit_after(const std::vector<double>& moments, double
 }
 
 // The activations a check counts on one rank, per stage in model order: how many are allocated,
-// and how many of those can be past their B or W.
+// how many of those can be offloaded or past their B or W, and how many of these last can be past
+// their B.
 struct Counted {
   std::vector<int> allocated;
   std::vector<int> releasable;
+  std::vector<int> backward_at_most;
 };
 
 // The memory of one rank as the pacing sees it, from the heads of the current round, in
@@ -81,17 +83,25 @@ class RankMemory {
   double offload_time() const { return offload_time_; }
 
  private:
-  // Of `counted` activations of the rank's i-th stage, how many can be past their B and past
-  // their W at `time`.
+  // Of the activations `counted` holds of the rank's i-th stage, how many can be past their B and
+  // past their W at `time`.
   struct Released {
     int counted = 0;
     int backwards = 0;
     int weights = 0;
   };
-  Released released(size_t i, int counted, double time) const;
+  Released released(const Counted& counted, size_t i, double time) const;
 
-  // Whether the bytes the k-th F of the c-th stage allocates fit at `time`.
-  bool fits(size_t c, int k, double time) const;
+  // At the k-th F of the rank's c-th stage: k + 1 activations of each of its first c stages.
+  Counted through(size_t c, int k) const;
+
+  // Fills forwards_before_.
+  void count_forwards_before();
+
+  // Whether `counted` can fit at some moment from `from` to `to`: checked at the first
+  // kExactMoments moments, the rest relaxed into one check.
+  bool fits_by(const Counted& counted, double from, double to) const;
+  static constexpr int kExactMoments = 16;
 
   // Offloads ended by `time` that can still be away: not yet reloading.
   int available_away(double time) const;
@@ -119,6 +129,10 @@ class RankMemory {
   std::vector<double> moments_;       // when a release can happen
   std::vector<size_t> swap_order_;    // the rank's stages by what a B frees, least first
   std::vector<double> forwards_;      // the heads of the rank's Fs, sorted
+  std::vector<double> forward_tail_;  // per stage, least time from an F's start to the end
+  // [c][i][k] for stages c < i: how many Fs of the i-th stage start before the k-th F of the c-th,
+  // in schedules of at most the makespan (none counted where every activation could be away)
+  std::vector<std::vector<std::vector<int>>> forwards_before_;
   double shortest_forward_ = kInfinity;
   double offload_time_ = kInfinity;  // the least of the rank's offloads
 };
