@@ -175,6 +175,20 @@ class Round {
   std::vector<int> group_of_rank_;                 // index in groups_, -1 for none
 };
 
+// Whether some F's head and its microbatch's path to the end pass `makespan`: the bound is then
+// above it however far the pacing goes on, so going on only costs (heads can creep up for many
+// rounds where the makespan is too short for any schedule). Not for a makespan of 0, which asks
+// for the pacing without offloads (compiler/sequencing_bound.cc) whole.
+bool beyond(const Problem& problem, const MicrobatchPaths& paths, const OpHeads& heads,
+            double makespan) {
+  for (int s = 0; s < problem.num_stages(); ++s) {
+    const double to_end =
+        paths.round_trip[s] - problem.stages[s].backward_input + paths.backward_tail[s];
+    if (heads.forward[s].back() + to_end > makespan) return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 OpHeads paced_heads(const Problem& problem, OpHeads heads, double makespan) {
@@ -188,7 +202,7 @@ OpHeads paced_heads(const Problem& problem, OpHeads heads, double makespan) {
       const Round pacing(problem, paths, at_start, makespan, link_groups);
       bool raised = false;
       for (int r = 0; r < problem.ranks; ++r) raised |= pacing.pace(r, heads);
-      if (!raised) break;
+      if (!raised || (makespan > 0 && beyond(problem, paths, heads, makespan))) break;
     }
   }
   raise_along_dependencies(problem, heads);

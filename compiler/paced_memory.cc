@@ -121,14 +121,15 @@ void RankMemory::count_forwards_before() {
     for (size_t c = 0; c < i; ++c) {
       std::vector<int>& before = forwards_before_[c][i];
       int j = 0;
+      Counted counted = through(i, j);
+      counted.backward_at_most[c] = j;
       for (int k = 0; k < m; ++k) {
-        for (; j < k; ++j) {
-          if (heads[j] <= latest) {
-            Counted counted = through(i, j);
-            counted.allocated[c] = counted.releasable[c] = k + 1;
-            counted.backward_at_most[c] = j;
-            if (fits_by(counted, heads[j], latest)) break;
-          }
+        counted.allocated[c] = counted.releasable[c] = k + 1;
+        while (j < k && !(heads[j] <= latest && fits_by(counted, heads[j], latest))) {
+          ++j;
+          counted = through(i, j);
+          counted.allocated[c] = counted.releasable[c] = k + 1;
+          counted.backward_at_most[c] = j;
         }
         before.push_back(j);
       }
@@ -137,6 +138,13 @@ void RankMemory::count_forwards_before() {
 }
 
 bool RankMemory::fits_by(const Counted& counted, double from, double to) const {
+  // Held falls with time and with more away; the channel has moved the most by `to`, and the
+  // reloads' way back allows the most away at `from`: a check that holds for the whole window.
+  auto fits_relaxed = [&](double from) {
+    const int away = std::min(ended_by(offloads_end_, to), away_at_most(from));
+    return held(counted, to, away) <= budget_;
+  };
+  if (!fits_relaxed(from)) return false;
   auto fits = [&](double t) { return held(counted, t, available_away(t)) <= budget_; };
   if (fits(from)) return true;
   auto moment = std::upper_bound(moments_.begin(), moments_.end(), from);
@@ -144,11 +152,7 @@ bool RankMemory::fits_by(const Counted& counted, double from, double to) const {
        ++tried, ++moment) {
     if (fits(*moment)) return true;
   }
-  if (moment == moments_.end() || *moment > to) return false;
-  // Held falls with time and with more away; the channel has moved the most by `to`, and the
-  // reloads' way back allows the most away at the first moment left.
-  const int away = std::min(ended_by(offloads_end_, to), away_at_most(*moment));
-  return held(counted, to, away) <= budget_;
+  return moment != moments_.end() && *moment <= to && fits_relaxed(*moment);
 }
 
 int RankMemory::offloads_needed(const Counted& counted, double time) const {

@@ -216,16 +216,13 @@ class Relaxation {
                    jackson_preemptive_bound(rank_jobs(problem, families_, unpaced_, nullptr, r)));
       needs_.push_back(rank_memory_need(problem, paths_, r));
     }
-    paced_ = paced_heads(problem, unpaced_);
   }
 
   // The bound with the heads paced for schedules that end by `makespan` (compiler/paced_heads.h).
   // Its source: kRecomputeTime where the R time raises it above the ranks' F, B and W jobs alone,
   // else kMemoryPacing where their paced heads raise it above their unpaced ones.
   LowerBound paced_bound(double makespan = kInfinity) const {
-    // Heads paced for every schedule hold in those that end by `makespan`: the pacing for it
-    // starts there and only checks what a makespan adds.
-    const OpHeads heads = makespan == kInfinity ? paced_ : paced_heads(problem_, paced_, makespan);
+    const OpHeads heads = paced_heads(problem_, unpaced_, makespan);
     double jobs_alone = 0;
     double bound = 0;
     for (int r = 0; r < problem_.ranks; ++r) {
@@ -252,7 +249,6 @@ class Relaxation {
   const std::vector<std::vector<OpFamily>> families_;
   const OpHeads tails_;  // of F and B, paced by memory
   OpHeads unpaced_;
-  OpHeads paced_;  // for every schedule, whatever its makespan
   double unpaced_bound_ = 0;           // the ranks' F, B and W jobs at their unpaced heads
   std::vector<RankMemoryNeed> needs_;  // per rank, for the R time
 };
