@@ -31,6 +31,11 @@ MicrobatchPaths microbatch_paths(const Problem& problem) {
     paths.backward_tail[s] =
         problem.stages[s].backward_input + problem.p2p(s, s - 1) + paths.backward_tail[s - 1];
   }
+  paths.forward_tail.resize(num_stages);
+  for (int s = 0; s < num_stages; ++s) {
+    paths.forward_tail[s] =
+        paths.round_trip[s] - problem.stages[s].backward_input + paths.backward_tail[s];
+  }
   return paths;
 }
 

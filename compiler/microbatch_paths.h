@@ -19,6 +19,9 @@ struct MicrobatchPaths {
   std::vector<double> round_trip;
   // Least time from B(s, j) start to the end of W(0, j): backwards down to stage 0, then its W.
   std::vector<double> backward_tail;
+  // Least time from F(s, j) start to the end of W(0, j): round_trip up to B(s, j)'s start, then
+  // backward_tail.
+  std::vector<double> forward_tail;
 };
 
 MicrobatchPaths microbatch_paths(const Problem& problem);

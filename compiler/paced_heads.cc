@@ -182,9 +182,7 @@ class Round {
 bool beyond(const Problem& problem, const MicrobatchPaths& paths, const OpHeads& heads,
             double makespan) {
   for (int s = 0; s < problem.num_stages(); ++s) {
-    const double to_end =
-        paths.round_trip[s] - problem.stages[s].backward_input + paths.backward_tail[s];
-    if (heads.forward[s].back() + to_end > makespan) return true;
+    if (heads.forward[s].back() + paths.forward_tail[s] > makespan) return true;
   }
   return false;
 }

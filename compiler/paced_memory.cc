@@ -34,6 +34,7 @@ int ended_by(const std::vector<double>& ends, double time) {
 RankMemory::RankMemory(const Problem& problem, const MicrobatchPaths& paths, int rank,
                        const OpHeads& heads, double makespan)
     : problem_(problem),
+      paths_(paths),
       heads_(heads),
       stages_(problem.stages_of_rank(rank)),
       budget_(static_cast<double>(problem.activation_budget(rank))),
@@ -48,10 +49,6 @@ RankMemory::RankMemory(const Problem& problem, const MicrobatchPaths& paths, int
       reload_time_ = std::min(reload_time_, problem.reload_time(s));
       after_reload_ = std::min(after_reload_, paths.backward_tail[s]);
     }
-  }
-  for (int s : stages_) {
-    const StageCosts& cost = problem.stages[s];
-    forward_tail_.push_back(paths.round_trip[s] - cost.backward_input + paths.backward_tail[s]);
   }
   std::sort(forwards_.begin(), forwards_.end());
   if (moves()) offloads_end_ = offload_ends(forwards_, shortest_forward_, offload_time_);
@@ -70,7 +67,7 @@ RankMemory::RankMemory(const Problem& problem, const MicrobatchPaths& paths, int
 
 double RankMemory::earliest_fit(size_t c, int k, double head) const {
   const Counted counted = at_forward(c, k);
-  auto fits = [&](double t) { return held(counted, t, available_away(t)) <= budget_; };
+  auto fits = [&](double t) { return this->fits(counted, t); };
   if (fits(head)) return head;
   const std::optional<double> first = first_fit_after(moments_, head, makespan_ == kInfinity, fits);
   if (first) return *first;
@@ -117,20 +114,19 @@ void RankMemory::count_forwards_before() {
   forwards_before_.assign(stages_.size(), std::vector<std::vector<int>>(stages_.size()));
   for (size_t i = 1; i < stages_.size(); ++i) {
     const std::vector<double>& heads = heads_.forward[stages_[i]];
-    const double latest = makespan_ - forward_tail_[i];
+    const double latest = makespan_ - paths_.forward_tail[stages_[i]];
     for (size_t c = 0; c < i; ++c) {
       std::vector<int>& before = forwards_before_[c][i];
-      int j = 0;
-      Counted counted = through(i, j);
-      counted.backward_at_most[c] = j;
-      for (int k = 0; k < m; ++k) {
+      // At the j-th F of stage i, after the first k + 1 of stage c.
+      auto counted_at = [&](int j, int k) {
+        Counted counted = through(i, j);
         counted.allocated[c] = counted.releasable[c] = k + 1;
-        while (j < k && !(heads[j] <= latest && fits_by(counted, heads[j], latest))) {
-          ++j;
-          counted = through(i, j);
-          counted.allocated[c] = counted.releasable[c] = k + 1;
-          counted.backward_at_most[c] = j;
-        }
+        counted.backward_at_most[c] = j;
+        return counted;
+      };
+      int j = 0;
+      for (int k = 0; k < m; ++k) {
+        while (j < k && !(heads[j] <= latest && fits_by(counted_at(j, k), heads[j], latest))) ++j;
         before.push_back(j);
       }
     }
@@ -145,12 +141,11 @@ bool RankMemory::fits_by(const Counted& counted, double from, double to) const {
     return held(counted, to, away) <= budget_;
   };
   if (!fits_relaxed(from)) return false;
-  auto fits = [&](double t) { return held(counted, t, available_away(t)) <= budget_; };
-  if (fits(from)) return true;
+  if (fits(counted, from)) return true;
   auto moment = std::upper_bound(moments_.begin(), moments_.end(), from);
   for (int tried = 0; tried < kExactMoments && moment != moments_.end() && *moment <= to;
        ++tried, ++moment) {
-    if (fits(*moment)) return true;
+    if (fits(counted, *moment)) return true;
   }
   return moment != moments_.end() && *moment <= to && fits_relaxed(*moment);
 }
@@ -176,6 +171,10 @@ RankMemory::Released RankMemory::released(const Counted& counted, size_t i, doub
   r.weights =
       std::min(r.backwards, ended_by(heads_.weight[stages_[i]], cost.backward_weight, time));
   return r;
+}
+
+bool RankMemory::fits(const Counted& counted, double time) const {
+  return held(counted, time, available_away(time)) <= budget_;
 }
 
 int RankMemory::available_away(double time) const {

@@ -103,6 +103,9 @@ class RankMemory {
   bool fits_by(const Counted& counted, double from, double to) const;
   static constexpr int kExactMoments = 16;
 
+  // Whether `counted` fits at `time`, with as many activations away as can be.
+  bool fits(const Counted& counted, double time) const;
+
   // Offloads ended by `time` that can still be away: not yet reloading.
   int available_away(double time) const;
 
@@ -118,6 +121,7 @@ class RankMemory {
   double after_backward(size_t i) const;
 
   const Problem& problem_;
+  const MicrobatchPaths& paths_;
   const OpHeads& heads_;
   const std::vector<int> stages_;  // model order
   const double budget_;
@@ -129,7 +133,6 @@ class RankMemory {
   std::vector<double> moments_;       // when a release can happen
   std::vector<size_t> swap_order_;    // the rank's stages by what a B frees, least first
   std::vector<double> forwards_;      // the heads of the rank's Fs, sorted
-  std::vector<double> forward_tail_;  // per stage, least time from an F's start to the end
   // [c][i][k] for stages c < i: how many Fs of the i-th stage start before the k-th F of the c-th,
   // in schedules of at most the makespan (none counted where every activation could be away)
   std::vector<std::vector<std::vector<int>>> forwards_before_;
