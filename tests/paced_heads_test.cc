@@ -1,5 +1,6 @@
-// The heads paced by memory (compiler/paced_heads.h), hand-computed where a rank's later stage
-// holds memory that its earlier stage's Fs must wait behind.
+// The heads paced by memory (compiler/paced_heads.h), hand-computed: where a rank's later stage
+// holds memory that its earlier stage's Fs must wait behind, and where, in schedules of a given
+// makespan, a forward fits at one moment, not at a later one, and again after that.
 #include "compiler/paced_heads.h"
 
 #include <gtest/gtest.h>
@@ -41,6 +42,28 @@ TEST(PacedHeads, ForwardsOfAnEarlierStageWaitForTheLaterStageTheyLetIn) {
   const testing::TimedSchedule zb = testing::run_generator("zb-auto", p);
   EXPECT_FALSE(validate(p, zb.schedule));
   EXPECT_NEAR(zb.metrics.makespan, 27, 1e-9);
+}
+
+// R = 2, v = 1, m = 2. Stage 0 (rank 0): every op 1, A = O = 1000, G = 0, room for 1.5
+// activations, a link that moves one in 2 each way. Stage 1 (rank 1): F = B = 10, W = 1. F(0, 1)
+// needs one activation gone: F(0, 0)'s offload, ended at 3 at the earliest (a second offload
+// ends at 5), or B(0, 0), which ends at 22. In schedules of makespan C an activation away at t
+// comes back by a reload (2) and its B and W (2) follow, so at most floor((C - 4 - t) / 2) are
+// away. At C = 8 (shorter than any schedule, as are many makespans the bound's bisection tries)
+// one can be at 3 and none at 5, so the check fits at 3, fails at 5 and fits again from 22: the
+// head is the first moment that fits, 3, where a bisection over the moments, taking the check to
+// hold once it has held, lands on 22.
+TEST(PacedHeads, WithAMakespanAForwardStartsAtTheFirstMomentItFits) {
+  Problem p = testing::uniform_problem(2, 1, 2);
+  p.stages[1] = {
+      .forward = 10, .backward_input = 10, .backward_weight = 1, .activation_bytes = 100};
+  p.stages[0].offloadable_bytes = p.stages[0].activation_bytes;
+  p.budget_bytes[0] = p.static_bytes[0] + 1500;
+  p.offload = OffloadLink{500, 500, ChannelMode::kDuplex, {0, 1}};
+  EXPECT_NEAR(paced_heads(p, zero_heads(p)).forward[0][1], 3, 1e-9) << "any makespan";
+  EXPECT_NEAR(paced_heads(p, zero_heads(p), 8).forward[0][1], 3, 1e-9);
+  // At C = 6 nothing can be away at 3 either: F(0, 1) waits for B(0, 0).
+  EXPECT_NEAR(paced_heads(p, zero_heads(p), 6).forward[0][1], 22, 1e-9);
 }
 
 }  // namespace
