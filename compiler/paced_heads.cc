@@ -189,20 +189,22 @@ bool beyond(const Problem& problem, const MicrobatchPaths& paths, const OpHeads&
 
 }  // namespace
 
-OpHeads paced_heads(const Problem& problem, OpHeads heads, double makespan) {
+OpHeads paced_heads(const Problem& problem, OpHeads heads, double makespan, bool* settled) {
   const MicrobatchPaths paths = microbatch_paths(problem);
   // Each rank alone first, then with its link group: the group's check costs several times the
   // rank's, and the ranks alone settle most heads.
+  bool raised = true;
   for (const bool link_groups : {false, true}) {
     for (int round = 0; round < kMaxRounds; ++round) {
       raise_along_dependencies(problem, heads);
       const OpHeads at_start = heads;
       const Round pacing(problem, paths, at_start, makespan, link_groups);
-      bool raised = false;
+      raised = false;
       for (int r = 0; r < problem.ranks; ++r) raised |= pacing.pace(r, heads);
       if (!raised || (makespan > 0 && beyond(problem, paths, heads, makespan))) break;
     }
   }
+  if (settled) *settled = !raised;
   raise_along_dependencies(problem, heads);
   return heads;
 }

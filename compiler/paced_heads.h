@@ -32,8 +32,11 @@ struct OpHeads {
 // the makespan, or ever without a link) count too. Ranks with a stage that can recompute are left
 // as they are. With a `makespan`, the heads hold in the schedules that end by then: an activation
 // away at a time t comes back by a reload after t, one at a time on the rank's channel, and its B
-// and the backwards below it follow before the end, so fewer can be away late.
+// and the backwards below it follow before the end, so fewer can be away late. `settled`, where
+// given, tells whether the last round raised no head: on a budget that no schedule fits, heads can
+// creep up round after round until the rounds run out.
 OpHeads paced_heads(const Problem& problem, OpHeads heads,
-                    double makespan = std::numeric_limits<double>::infinity());
+                    double makespan = std::numeric_limits<double>::infinity(),
+                    bool* settled = nullptr);
 
 }  // namespace optpipe

@@ -216,13 +216,22 @@ class Relaxation {
                    jackson_preemptive_bound(rank_jobs(problem, families_, unpaced_, nullptr, r)));
       needs_.push_back(rank_memory_need(problem, paths_, r));
     }
+    paced_ = paced_heads(problem, unpaced_, kInfinity, &settled_);
   }
+
+  // Where the pacing for schedules that end by a makespan starts. The heads paced for every
+  // makespan hold in those schedules too, and starting from them takes a third to a half of the
+  // time at R = 32, m = 256 for the same bounds (docs/semantics.md). Where they did not settle,
+  // they crept up to the round cap (as on a budget that no schedule fits), and pacings from them
+  // would creep on for as long: these start from the unpaced heads.
+  const OpHeads& start_for_makespans() const { return settled_ ? paced_ : unpaced_; }
 
   // The bound with the heads paced for schedules that end by `makespan` (compiler/paced_heads.h).
   // Its source: kRecomputeTime where the R time raises it above the ranks' F, B and W jobs alone,
   // else kMemoryPacing where their paced heads raise it above their unpaced ones.
   LowerBound paced_bound(double makespan = kInfinity) const {
-    const OpHeads heads = paced_heads(problem_, unpaced_, makespan);
+    const OpHeads heads =
+        makespan == kInfinity ? paced_ : paced_heads(problem_, start_for_makespans(), makespan);
     double jobs_alone = 0;
     double bound = 0;
     for (int r = 0; r < problem_.ranks; ++r) {
@@ -249,6 +258,8 @@ class Relaxation {
   const std::vector<std::vector<OpFamily>> families_;
   const OpHeads tails_;  // of F and B, paced by memory
   OpHeads unpaced_;
+  OpHeads paced_;  // for every makespan
+  bool settled_ = false;
   double unpaced_bound_ = 0;           // the ranks' F, B and W jobs at their unpaced heads
   std::vector<RankMemoryNeed> needs_;  // per rank, for the R time
 };
