@@ -1,6 +1,7 @@
 // The heads paced by memory (compiler/paced_heads.h), hand-computed: where a rank's later stage
 // holds memory that its earlier stage's Fs must wait behind, and where, in schedules of a given
-// makespan, a forward fits at one moment, not at a later one, and again after that.
+// makespan, a forward fits at one moment, not at a later one, and again after that, on its rank
+// and in its link group.
 #include "compiler/paced_heads.h"
 
 #include <gtest/gtest.h>
@@ -64,6 +65,26 @@ TEST(PacedHeads, WithAMakespanAForwardStartsAtTheFirstMomentItFits) {
   EXPECT_NEAR(paced_heads(p, zero_heads(p), 8).forward[0][1], 3, 1e-9);
   // At C = 6 nothing can be away at 3 either: F(0, 1) waits for B(0, 0).
   EXPECT_NEAR(paced_heads(p, zero_heads(p), 6).forward[0][1], 22, 1e-9);
+}
+
+// The same on two ranks that share one link: every op 1 but B(1) = 10, A = O = 1000, G = 0, room
+// for 1.5 activations a rank, 2 to move one each way. When F(1, 1) starts, rank 1 holds two
+// activations and rank 0 two of stage 0 (their microbatches passed it first), so each needs one
+// away until B(1, 0) ends at 12: the shared channel's second offload ends at 5 at the earliest. At
+// most floor((C - 12 - t) / 2) of rank 1's can be away at t (the reload, B(1), B(0) and W(0)
+// follow), so at C = 19 rank 1 can have one away at 5 and none from 6 to 12: the group's check
+// fits at 5, fails until 12 and fits from there. At C = 18 it fails at 5 too.
+TEST(PacedHeads, WithAMakespanAForwardStartsAtTheFirstMomentItsLinkGroupFits) {
+  Problem p = testing::uniform_problem(2, 1, 2);
+  p.stages[1].backward_input = 10;
+  for (int r = 0; r < p.ranks; ++r) {
+    p.stages[r].offloadable_bytes = p.stages[r].activation_bytes;
+    p.budget_bytes[r] = p.static_bytes[r] + 1500;
+  }
+  p.offload = OffloadLink{500, 500, ChannelMode::kDuplex, {0, 0}};
+  EXPECT_NEAR(paced_heads(p, zero_heads(p)).forward[1][1], 5, 1e-9) << "any makespan";
+  EXPECT_NEAR(paced_heads(p, zero_heads(p), 19).forward[1][1], 5, 1e-9);
+  EXPECT_NEAR(paced_heads(p, zero_heads(p), 18).forward[1][1], 12, 1e-9);
 }
 
 }  // namespace
