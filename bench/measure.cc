@@ -105,7 +105,7 @@ CaseResult measure_case(const BenchCase& bench_case, const MeasureOptions& optio
   out.budget_bytes = bench_case.budget_bytes;
 
   std::vector<Schedule> schedules;  // parallel to out.generators
-  // Per variant, computed once: up to 1.2 s at R = 32, m = 256, which would
+  // Per variant, computed once: about 1 s at R = 32, m = 256, which would
   // otherwise count in every generator's time.
   std::vector<LowerBound> lower_bounds;
   for (const Variant& variant : bench_case.variants) {

@@ -32,7 +32,7 @@ struct OptimizerOptions {
   double window_time_limit_seconds = 2;
   // The list policies and the local search before CBC; off, CBC alone (to measure what it adds).
   bool local_search = true;
-  // makespan_lower_bound(problem), where the caller has it: it takes up to 1.2 s
+  // makespan_lower_bound(problem), where the caller has it: it takes about 1 s
   // at R = 32, m = 256. Computed here when absent.
   std::optional<LowerBound> lower_bound = std::nullopt;
 };

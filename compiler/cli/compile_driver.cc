@@ -17,8 +17,8 @@ namespace optpipe {
 namespace {
 
 // Budget probes read whether a schedule fits, its makespan and its peaks, never its bound: they
-// rank the generators with the trivial bound, 0, instead of makespan_lower_bound, which takes up
-// to 1.2 s per budget at R = 32, m = 256.
+// rank the generators with the trivial bound, 0, instead of makespan_lower_bound, which takes about
+// 1 s per budget at R = 32, m = 256.
 constexpr LowerBound kTrivialBound{};
 
 bool uses_optimizer(const std::string& method) {
@@ -141,7 +141,7 @@ CompileResult compile(const Problem& problem, const std::string& method) {
 CompileResult compile(const Problem& problem, const CompileOptions& options) {
   const std::string& method = options.method;
   CompileResult result;
-  // The bound depends on the problem alone, and takes up to 1.2 s at R = 32,
+  // The bound depends on the problem alone, and takes about 1 s at R = 32,
   // m = 256: computed once for every schedule measured here and for the optimiser.
   const LowerBound lower_bound = makespan_lower_bound(problem);
   result.ranking = rank_generators(problem, method, lower_bound);
