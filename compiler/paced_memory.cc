@@ -138,7 +138,7 @@ bool RankMemory::fits_by(const Counted& counted, double from, double to) const {
   // reloads' way back allows the most away at `from`: a check that holds for the whole window.
   auto fits_relaxed = [&](double from) {
     const int away = std::min(ended_by(offloads_end_, to), away_at_most(from));
-    return held(counted, to, away) <= budget_;
+    return held(holding_at(counted, to), away) <= budget_;
   };
   if (!fits_relaxed(from)) return false;
   if (fits(counted, from)) return true;
@@ -151,14 +151,15 @@ bool RankMemory::fits_by(const Counted& counted, double from, double to) const {
 }
 
 int RankMemory::offloads_needed(const Counted& counted, double time) const {
-  const double excess = held(counted, time, 0) - budget_;
+  const Holding holding = holding_at(counted, time);
+  const double excess = held(holding, 0) - budget_;
   if (excess <= 0) return 0;
   const int most = available_away(time);
-  if (!moves() || held(counted, time, most) > budget_) return kNoneFits;
+  if (!moves() || held(holding, most) > budget_) return kNoneFits;
   // Each activation away frees at most the largest O: start there, then step to the fewest.
   int away = std::clamp(static_cast<int>(std::ceil(excess / moved_)), 1, most);
-  while (held(counted, time, away) > budget_) ++away;
-  while (away > 1 && held(counted, time, away - 1) <= budget_) --away;
+  while (held(holding, away) > budget_) ++away;
+  while (away > 1 && held(holding, away - 1) <= budget_) --away;
   return away;
 }
 
@@ -174,7 +175,7 @@ RankMemory::Released RankMemory::released(const Counted& counted, size_t i, doub
 }
 
 bool RankMemory::fits(const Counted& counted, double time) const {
-  return held(counted, time, available_away(time)) <= budget_;
+  return held(holding_at(counted, time), available_away(time)) <= budget_;
 }
 
 int RankMemory::available_away(double time) const {
@@ -186,23 +187,26 @@ int RankMemory::available_away(double time) const {
 // reload, and at most one offload per counted activation not past its B can have ended. A B that
 // ended while its W did not may have run on an activation other than these, leaving one of them to
 // an offload beyond those: each such swap frees the largest O less A - G, largest first.
-double RankMemory::held(const Counted& counted, double time, int away) const {
-  double held = 0;
-  int not_past_backward = 0;
+RankMemory::Holding RankMemory::holding_at(const Counted& counted, double time) const {
+  Holding holding{counted, time};
   for (size_t i = 0; i < stages_.size(); ++i) {
     const StageCosts& cost = problem_.stages[stages_[i]];
     const Released r = released(counted, i, time);
-    held += counted.allocated[i] * static_cast<double>(cost.activation_bytes) -
-            r.weights * static_cast<double>(cost.activation_bytes) -
-            (r.backwards - r.weights) * after_backward(i);
-    not_past_backward += r.counted - r.backwards;
+    holding.bytes += counted.allocated[i] * static_cast<double>(cost.activation_bytes) -
+                     r.weights * static_cast<double>(cost.activation_bytes) -
+                     (r.backwards - r.weights) * after_backward(i);
+    holding.movable += r.counted - r.backwards;
   }
-  const int offloaded = std::min(not_past_backward, away);
-  held -= offloaded * moved_;
+  return holding;
+}
+
+double RankMemory::held(const Holding& holding, int away) const {
+  const int offloaded = std::min(holding.movable, away);
+  double held = holding.bytes - offloaded * moved_;
   int spare = away - offloaded;
   for (const size_t i : swap_order_) {
     if (spare == 0 || moved_ <= after_backward(i)) break;
-    const Released r = released(counted, i, time);
+    const Released r = released(holding.counted, i, holding.time);
     const int swapped = std::min(spare, r.backwards - r.weights);
     held -= swapped * (moved_ - after_backward(i));
     spare -= swapped;

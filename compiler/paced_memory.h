@@ -109,8 +109,19 @@ class RankMemory {
   // Offloads ended by `time` that can still be away: not yet reloading.
   int available_away(double time) const;
 
-  // The least bytes `counted` can hold at `time` with `away` activations offloaded.
-  double held(const Counted& counted, double time, int away) const;
+  // What `counted` holds at `time` with no activation away, and how many of its activations an
+  // offload can have moved: those not past their B. Computed once for the several counts away
+  // that a check tries.
+  struct Holding {
+    const Counted& counted;
+    double time;
+    double bytes = 0;
+    int movable = 0;
+  };
+  Holding holding_at(const Counted& counted, double time) const;
+
+  // The least bytes it can hold with `away` activations offloaded.
+  double held(const Holding& holding, int away) const;
 
   static constexpr int kUncapped = std::numeric_limits<int>::max();
 
