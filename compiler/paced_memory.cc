@@ -136,9 +136,10 @@ void RankMemory::count_forwards_before() {
 bool RankMemory::fits_by(const Counted& counted, double from, double to) const {
   // Held falls with time and with more away; the channel has moved the most by `to`, and the
   // reloads' way back allows the most away at `from`: a check that holds for the whole window.
-  auto fits_relaxed = [&](double from) {
-    const int away = std::min(ended_by(offloads_end_, to), away_at_most(from));
-    return held(holding_at(counted, to), away) <= budget_;
+  const Holding at_end = holding_at(counted, to);
+  const int moved_by_end = ended_by(offloads_end_, to);
+  auto fits_relaxed = [&](double first) {
+    return held(at_end, std::min(moved_by_end, away_at_most(first))) <= budget_;
   };
   if (!fits_relaxed(from)) return false;
   if (fits(counted, from)) return true;
