@@ -22,7 +22,9 @@ double critical_path_bound(const Problem& problem) {
 LowerBound makespan_lower_bound(const Problem& problem) {
   const LowerBound critical_path{critical_path_bound(problem), BoundSource::kCriticalPath};
   const LowerBound memory{memory_bound(problem), BoundSource::kMemory};
-  return higher(higher(sequencing_bound(problem), critical_path), memory);
+  const LowerBound known = higher(critical_path, memory);
+  // On a tie the sequencing bound names the source (docs/semantics.md).
+  return higher(sequencing_bound(problem, known.value), known);
 }
 
 Metrics compute_metrics(const Problem& problem, const Schedule& schedule) {

@@ -32,8 +32,8 @@ struct Metrics {
 
 Metrics compute_metrics(const Problem& problem, const Schedule& schedule);
 // The same with a lower bound the caller already holds, at least makespan_lower_bound(problem):
-// the bound depends on the problem alone and takes milliseconds at R = 32, m = 256, so a caller
-// that measures many schedules of one problem computes it once.
+// the bound depends on the problem alone and takes up to about a second at R = 32, m = 256, so a
+// caller that measures many schedules of one problem computes it once.
 Metrics compute_metrics(const Problem& problem, const Schedule& schedule,
                         const LowerBound& lower_bound);
 

@@ -63,13 +63,17 @@ void raise_along_dependencies(const Problem& problem, OpHeads& heads) {
 // When the k-th F of a stage starts, k + 1 microbatches have passed every earlier stage, so each
 // other rank of the group holds k + 1 activations of each of its stages before that one, and
 // fits its own budget only with enough of them away: the group's offloads, one at a time on the
-// shared channel, serve all its ranks. Ranks that can recompute are left out (R allocates too:
-// not modelled), which only weakens the check.
+// shared channel, serve all its ranks, and so do its reloads. Ranks that can recompute are left
+// out (R allocates too: not modelled), which only weakens the check.
 class LinkGroup {
  public:
   LinkGroup(std::vector<int> ranks, const std::vector<std::optional<RankMemory>>& memory,
             double makespan)
-      : ranks_(std::move(ranks)), memory_(memory), monotone_(makespan == kInfinity) {
+      : ranks_(std::move(ranks)), memory_(memory), makespan_(makespan) {
+    // Earliest deadline first: the rank whose reloads must end soonest before the makespan.
+    std::sort(ranks_.begin(), ranks_.end(), [&](int a, int b) {
+      return memory_[a]->after_reload() > memory_[b]->after_reload();
+    });
     std::vector<double> forwards;
     double shortest_forward = kInfinity;
     double offload_time = kInfinity;
@@ -77,45 +81,64 @@ class LinkGroup {
       const RankMemory& rank = *memory_[r];
       forwards.insert(forwards.end(), rank.forward_heads().begin(), rank.forward_heads().end());
       shortest_forward = std::min(shortest_forward, rank.shortest_forward());
-      if (rank.moves()) offload_time = std::min(offload_time, rank.offload_time());
+      offload_time = std::min(offload_time, rank.offload_time());
       moments_.insert(moments_.end(), rank.moments().begin(), rank.moments().end());
     }
     std::sort(forwards.begin(), forwards.end());
-    if (offload_time < kInfinity)
-      offloads_end_ = offload_ends(forwards, shortest_forward, offload_time);
+    offloads_end_ = offload_ends(forwards, shortest_forward, offload_time);
     moments_.insert(moments_.end(), offloads_end_.begin(), offloads_end_.end());
     std::sort(moments_.begin(), moments_.end());
   }
 
   // The earliest moment from `head` on at which the k-th F of `stage`, the c-th stage of `rank`
   // (one of the group's), and what the group's other ranks hold then fit, with no more
-  // activations away than the shared channel can have moved.
+  // activations away than the shared channels can have moved and can bring back in time.
   double earliest_fit(int rank, size_t c, int stage, int k, double head) const {
     const RankMemory& own = *memory_[rank];
     const Counted counted = own.at_forward(c, k);
     std::vector<Counted> others;
     for (int r : ranks_) others.push_back(memory_[r]->before_stage(stage, k));
+    std::vector<int> away(ranks_.size());
     auto fits = [&](double time) {
-      int away = own.offloads_needed(counted, time);
+      const int own_away = own.offloads_needed(counted, time);
       // Without an offload of its own, the others need no more than their own channels (which
       // the group's already counts) can have moved: the rank's own pacing decides.
-      if (away == 0) return true;
+      if (own_away == 0) return true;
       const int channel = ended_by(offloads_end_, time);
-      for (size_t i = 0; i < ranks_.size() && away <= channel; ++i) {
-        if (ranks_[i] == rank) continue;
-        const int needed = memory_[ranks_[i]]->offloads_needed(others[i], time);
-        away = needed == RankMemory::kNoneFits ? needed : away + needed;
+      int total = 0;
+      for (size_t i = 0; i < ranks_.size(); ++i) {
+        away[i] =
+            ranks_[i] == rank ? own_away : memory_[ranks_[i]]->offloads_needed(others[i], time);
+        if (away[i] == RankMemory::kNoneFits) return false;
+        total += away[i];
+        if (total > channel) return false;
       }
-      return away <= channel;
+      return reloads_fit(away, time);
     };
     if (fits(head)) return head;
-    return first_fit_after(moments_, head, monotone_, fits).value_or(head);
+    return first_fit_after(moments_, head, makespan_ == kInfinity, fits).value_or(head);
   }
 
  private:
-  const std::vector<int> ranks_;
+  // Whether `away[i]` activations of each rank, away at `time`, can all come back in a schedule
+  // of the makespan: by reloads after `time`, one at a time on the shared channel, each followed
+  // by its rank's least time from a reload's end to the schedule's end. Those due by each
+  // deadline must fit before it (earliest deadline first).
+  bool reloads_fit(const std::vector<int>& away, double time) const {
+    if (makespan_ == kInfinity) return true;
+    double reloading = 0;
+    for (size_t i = 0; i < ranks_.size(); ++i) {
+      if (away[i] == 0) continue;
+      const RankMemory& rank = *memory_[ranks_[i]];
+      reloading += away[i] * rank.reload_time();
+      if (time + reloading > makespan_ - rank.after_reload()) return false;
+    }
+    return true;
+  }
+
+  std::vector<int> ranks_;  // by their reloads' deadline, earliest first
   const std::vector<std::optional<RankMemory>>& memory_;
-  const bool monotone_;               // no makespan: a check that holds keeps holding later
+  const double makespan_;  // without one (infinity), a check that holds keeps holding later
   std::vector<double> offloads_end_;  // the group's i-th offload to end ends no earlier than [i]
   std::vector<double> moments_;       // when a release or an offload's end can happen
 };

@@ -81,6 +81,8 @@ class RankMemory {
   const std::vector<double>& forward_heads() const { return forwards_; }  // sorted
   double shortest_forward() const { return shortest_forward_; }
   double offload_time() const { return offload_time_; }
+  double reload_time() const { return reload_time_; }
+  double after_reload() const { return after_reload_; }
 
  private:
   // Of the activations `counted` holds of the rank's i-th stage, how many can be past their B and

@@ -269,9 +269,11 @@ class Relaxation {
 // within C. B falls as C grows (more can come back), so bisect from `bound` up to the pacing
 // without offloads (C = 0). C* is at least the failing end, and at least B(fitting end): C* is
 // at most that end, so B(C*) >= B(fitting end). The latter is exact where B is flat around C*.
-LowerBound with_reloads_by_the_end(const Relaxation& relaxation, LowerBound bound) {
-  if (relaxation.paced_bound(bound.value).value <= bound.value) return bound;
-  double failing = bound.value;
+// Where C* is at most `known`, a bound held elsewhere, `bound` is returned as it is.
+LowerBound with_reloads_by_the_end(const Relaxation& relaxation, LowerBound bound, double known) {
+  const double from = std::max(bound.value, known);
+  if (relaxation.paced_bound(from).value <= from) return bound;
+  double failing = from;
   double fitting = relaxation.paced_bound(0).value;
   while (fitting - failing > kBisectionPrecision * fitting) {
     const double mid = (failing + fitting) / 2;
@@ -282,10 +284,10 @@ LowerBound with_reloads_by_the_end(const Relaxation& relaxation, LowerBound boun
 
 }  // namespace
 
-LowerBound sequencing_bound(const Problem& problem) {
+LowerBound sequencing_bound(const Problem& problem, double known) {
   const Relaxation relaxation(problem);
   LowerBound bound = relaxation.paced_bound();
-  if (problem.offload) bound = with_reloads_by_the_end(relaxation, bound);
+  if (problem.offload) bound = with_reloads_by_the_end(relaxation, bound, known);
   // The simulator adds the same durations in another order: round down past the last bits in
   // which the two sums may differ, so a schedule that meets the bound never falls below it.
   bound.value *= 1 - kRoundingMargin;

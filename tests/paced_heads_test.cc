@@ -1,7 +1,8 @@
 // The heads paced by memory (compiler/paced_heads.h), hand-computed: where a rank's later stage
 // holds memory that its earlier stage's Fs must wait behind, and where, in schedules of a given
 // makespan, a forward fits at one moment, not at a later one, and again after that, on its rank
-// and in its link group.
+// and in its link group; and where a link group's ranks must bring their activations back one at
+// a time.
 #include "compiler/paced_heads.h"
 
 #include <gtest/gtest.h>
@@ -85,6 +86,24 @@ TEST(PacedHeads, WithAMakespanAForwardStartsAtTheFirstMomentItsLinkGroupFits) {
   EXPECT_NEAR(paced_heads(p, zero_heads(p)).forward[1][1], 5, 1e-9) << "any makespan";
   EXPECT_NEAR(paced_heads(p, zero_heads(p), 19).forward[1][1], 5, 1e-9);
   EXPECT_NEAR(paced_heads(p, zero_heads(p), 18).forward[1][1], 12, 1e-9);
+}
+
+// R = 3, v = 1, m = 2: every op 1 but B(2) = 10, A = O = 1000, G = 0. Ranks 0 and 1 have room for
+// 1.5 activations and share one link (4 to move one each way); rank 2 has room for all. When
+// F(1, 1) starts, rank 1 holds two activations and rank 0 two of stage 0, so each needs one away
+// until B(1, 0) ends at 14. The shared channel's second offload ends at 9 at the earliest (F(0, 1)
+// itself waits for the first, at 5). Both activations come back by reloads on the shared channel
+// after F(1, 1) starts, 4 each: rank 1's by C - 3 (its B(1), B(0) and W(0) follow), rank 0's by
+// C - 2. At 9 that takes C >= 19, though each rank alone could bring its own back by C = 16.
+TEST(PacedHeads, ALinkGroupBringsItsActivationsBackOneAtATime) {
+  Problem p = testing::uniform_problem(3, 1, 2);
+  p.stages[2].backward_input = 10;
+  for (int r = 0; r < 2; ++r) p.budget_bytes[r] = p.static_bytes[r] + 1500;
+  p.offload = OffloadLink{250, 250, ChannelMode::kDuplex, {0, 0, 1}};
+  EXPECT_NEAR(paced_heads(p, zero_heads(p)).forward[1][1], 9, 1e-9) << "any makespan";
+  EXPECT_NEAR(paced_heads(p, zero_heads(p), 19).forward[1][1], 9, 1e-9);
+  EXPECT_NEAR(paced_heads(p, zero_heads(p), 18).forward[1][1], 14, 1e-9);
+  EXPECT_NEAR(paced_heads(p, zero_heads(p), 17).forward[1][1], 14, 1e-9);
 }
 
 }  // namespace
