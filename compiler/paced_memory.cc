@@ -106,15 +106,13 @@ Counted RankMemory::before_stage(int stage, int k) const {
 // Were the k-th F of stage c to start before the j-th F of stage i, then at the latter's start the
 // first k + 1 Fs of stage c have allocated (and ended, so each can be away), and only the j
 // microbatches that passed stage i before it can be past their B there. Where that fits at no
-// moment from the j-th F's head to the latest start that the makespan and the F's path to the end
-// leave, it starts before. More Fs of stage c only hold more, so each k's count starts from the
-// previous one's.
+// moment from the j-th F's head to its latest start, it starts before. More Fs of stage c only
+// hold more, so each k's count starts from the previous one's.
 void RankMemory::count_forwards_before() {
   const int m = problem_.microbatches;
   forwards_before_.assign(stages_.size(), std::vector<std::vector<int>>(stages_.size()));
   for (size_t i = 1; i < stages_.size(); ++i) {
     const std::vector<double>& heads = heads_.forward[stages_[i]];
-    const double latest = makespan_ - paths_.forward_tail[stages_[i]];
     for (size_t c = 0; c < i; ++c) {
       std::vector<int>& before = forwards_before_[c][i];
       // At the j-th F of stage i, after the first k + 1 of stage c.
@@ -126,11 +124,29 @@ void RankMemory::count_forwards_before() {
       };
       int j = 0;
       for (int k = 0; k < m; ++k) {
-        while (j < k && !(heads[j] <= latest && fits_by(counted_at(j, k), heads[j], latest))) ++j;
+        while (j < k && !(heads[j] <= latest_forward(i, j) &&
+                          fits_by(counted_at(j, k), heads[j], latest_forward(i, j)))) {
+          ++j;
+        }
         before.push_back(j);
       }
     }
   }
+}
+
+// In a schedule of the makespan, the j-th F of the rank's i-th stage (in start order) is followed
+// by its microbatch's path to the end, and on the rank by the later Fs of its stage and of the
+// rank's later stages, and by the j-th and later Bs and Ws of every stage of the rank: the j-th
+// op of a family starts after the j-th of the one before it along a microbatch's dependencies
+// ends (docs/semantics.md), and the rank runs one op at a time.
+double RankMemory::latest_forward(size_t i, int j) const {
+  const int m = problem_.microbatches;
+  double work = (m - j) * problem_.stages[stages_[i]].forward;  // its own and the later ones
+  for (size_t s = 0; s < stages_.size(); ++s) {
+    const StageCosts& cost = problem_.stages[stages_[s]];
+    work += (m - j) * (cost.backward_input + cost.backward_weight + (s > i ? cost.forward : 0.0));
+  }
+  return makespan_ - std::max(paths_.forward_tail[stages_[i]], work);
 }
 
 bool RankMemory::fits_by(const Counted& counted, double from, double to) const {

@@ -100,6 +100,9 @@ class RankMemory {
   // Fills forwards_before_.
   void count_forwards_before();
 
+  // The latest the j-th F of the rank's i-th stage can start in a schedule of the makespan.
+  double latest_forward(size_t i, int j) const;
+
   // Whether `counted` can fit at some moment from `from` to `to`: checked at the first
   // kExactMoments moments, the rest relaxed into one check.
   bool fits_by(const Counted& counted, double from, double to) const;

@@ -46,6 +46,24 @@ TEST(PacedHeads, ForwardsOfAnEarlierStageWaitForTheLaterStageTheyLetIn) {
   EXPECT_NEAR(zb.metrics.makespan, 27, 1e-9);
 }
 
+// R = 2, v = 2 on the V-shape (rank 0 holds stages 0 and 3), m = 3, every op 1, A = O = 1000,
+// G = 0, room for two activations on rank 0, a link that moves one in 10 each way. Were F(0, 1)
+// to start before F(3, 0), rank 0 would hold three activations at F(3, 0), none past its B, so
+// one away: F(0, 0)'s offload ends at 11 at the earliest. After F(3, 0) the rank still runs the
+// three Fs of stage 3 and every B and W of both stages, 15 in all, so it starts by C - 15; its
+// path to the end alone (F(3), the Bs down to stage 0, W(0)) leaves it until C - 6. At C = 25,
+// then, F(3, 0) comes first, and F(0, 1) waits for B(3, 0) to free its activation, at 5. From
+// C = 26 on F(0, 1) may come first (at C = 25 counting the path alone, it could too: at 11 one
+// activation can be away, its reload and B(0), W(0) ending by 25).
+TEST(PacedHeads, AForwardWaitsWhereTheRanksWorkAfterALaterStageLeavesItNoChoice) {
+  Problem p = testing::uniform_problem(2, 2, 3, {}, PlacementKind::kVShape);
+  p.budget_bytes[0] = p.static_bytes[0] + 2000;
+  p.offload = OffloadLink{100, 100, ChannelMode::kDuplex, {0, 1}};
+  EXPECT_NEAR(paced_heads(p, zero_heads(p)).forward[0][1], 1, 1e-9) << "any makespan";
+  EXPECT_NEAR(paced_heads(p, zero_heads(p), 26).forward[0][1], 1, 1e-9);
+  EXPECT_NEAR(paced_heads(p, zero_heads(p), 25).forward[0][1], 5, 1e-9);
+}
+
 // R = 2, v = 1, m = 2. Stage 0 (rank 0): every op 1, A = O = 1000, G = 0, room for 1.5
 // activations, a link that moves one in 2 each way. Stage 1 (rank 1): F = B = 10, W = 1. F(0, 1)
 // needs one activation gone: F(0, 0)'s offload, ended at 3 at the earliest (a second offload

@@ -269,6 +269,10 @@ struct Raised {
   int raised = 0;
 };
 
+// The reloads' bisection reports its least makespan to within this, relative: two bounds that
+// bisect compare to within it.
+constexpr double kBisected = 1e-6;
+
 // AdaOffload's and PipeOffload's schedules (which offload to fit) and a kick of the local search
 // from each, the ones that offload, each held to the bound at its own peaks, and that bound to
 // at least the one of the problem `relax` gives it something more (never a higher bound).
@@ -292,9 +296,9 @@ void check_offloading_schedules(const Problem& problem, uint64_t seed,
       Problem relaxed = at_peaks;
       relax(relaxed);
       const double without = sequencing_bound(relaxed).value;
-      EXPECT_LE(without, bound * (1 + 1e-9));
+      EXPECT_LE(without, bound * (1 + kBisected));
       ++count.offloading;
-      count.raised += bound > without * (1 + 1e-9);
+      count.raised += bound > without * (1 + kBisected);
     }
   }
 }
@@ -312,7 +316,7 @@ TEST(SequencingBound, NoOffloadingScheduleAtItsOwnPeaksBeatsTheReloadsWayBack) {
   }
   std::printf("%d offloading schedules, the reloads' way back raises the bound in %d\n",
               count.offloading, count.raised);
-  // Measured: 316 offloading schedules, raised in 24.
+  // Measured: 316 offloading schedules, raised in 23.
   EXPECT_GT(count.offloading, 250);
   EXPECT_GT(count.raised, 10);
 }
@@ -332,7 +336,7 @@ TEST(SequencingBound, ABoundTheCallerHoldsOnlySparesWorkBelowIt) {
     spared += above < full * (1 - 1e-9);
   }
   std::printf("the reloads' bisection spared in %d of 300\n", spared);
-  // Measured: 8 of 300.
+  // Measured: 26 of 300.
   EXPECT_GT(spared, 2);
 }
 
@@ -366,7 +370,8 @@ TEST(SequencingBound, NoScheduleOnSharedLinksAtItsOwnPeaksBeatsTheGroupPacing) {
   }
   std::printf("%d offloading schedules, sharing the links raises the bound in %d\n",
               count.offloading, count.raised);
-  // Measured: 163 offloading schedules, raised in 69.
+  // Measured: 163 offloading schedules, raised in 49 (bounds within the bisection's precision of
+  // each other not counted).
   EXPECT_GT(count.offloading, 120);
   EXPECT_GT(count.raised, 40);
 }
