@@ -124,9 +124,9 @@ void RankMemory::count_forwards_before() {
       };
       int j = 0;
       for (int k = 0; k < m; ++k) {
-        while (j < k && !(heads[j] <= latest_forward(i, j) &&
-                          fits_by(counted_at(j, k), heads[j], latest_forward(i, j)))) {
-          ++j;
+        for (; j < k; ++j) {
+          const double latest = latest_forward(i, j);
+          if (heads[j] <= latest && fits_by(counted_at(j, k), heads[j], latest)) break;
         }
         before.push_back(j);
       }

@@ -266,9 +266,10 @@ class Relaxation {
 
 // Where the pacing counts offloads that their reloads could not bring back in time: the least
 // makespan C* whose paced bound B(C), with no more activations away than come back by C, is
-// within C. B falls as C grows (more can come back), so bisect from `bound` up to the pacing
-// without offloads (C = 0). C* is at least the failing end, and at least B(fitting end): C* is
-// at most that end, so B(C*) >= B(fitting end). The latter is exact where B is flat around C*.
+// within C. B falls as C grows (more can come back, and later stages' Fs can start later), so
+// bisect from `bound` up to the pacing without offloads (C = 0). C* is at least the failing end,
+// and at least B(fitting end): C* is at most that end, so B(C*) >= B(fitting end). The latter is
+// exact where B is flat around C*.
 // Where C* is at most `known`, a bound held elsewhere, `bound` is returned as it is.
 LowerBound with_reloads_by_the_end(const Relaxation& relaxation, LowerBound bound, double known) {
   const double from = std::max(bound.value, known);

@@ -20,9 +20,9 @@ inline constexpr double kRoundingMargin = 1e-13;
 // The largest, over the ranks, least makespan of the rank's F, B and W ops with these heads and
 // tails. Every schedule within the budget has a makespan of at least this. Its source says
 // whether the deciding rank's memory raised it (kMemoryPacing, kRecomputeTime) or its ops alone
-// hold it there (kSequencing). `known` is a bound the caller already holds: where the reloads'
-// bisection (docs/semantics.md) cannot rise above it, it is skipped, and the bound returned may
-// then be below the relaxation's own, though never where that would be above `known`.
+// hold it there (kSequencing). `known` is a bound the caller already holds: the reloads'
+// bisection (docs/semantics.md) is skipped where it could not end above `known`, so the bound
+// returned is below the relaxation's own only where that is at most `known`.
 LowerBound sequencing_bound(const Problem& problem, double known = 0);
 
 }  // namespace optpipe
