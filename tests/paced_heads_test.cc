@@ -7,6 +7,8 @@
 
 #include <gtest/gtest.h>
 
+#include <limits>
+
 #include "compiler/sequencing_bound.h"
 #include "compiler/validator.h"
 #include "tests/test_problems.h"
@@ -22,6 +24,12 @@ OpHeads zero_heads(const Problem& problem) {
     heads.weight.emplace_back(problem.microbatches, 0.0);
   }
   return heads;
+}
+
+// The head of the k-th F of `stage`, paced from zero heads for schedules that end by `makespan`.
+double paced_forward(const Problem& problem, int stage, int k,
+                     double makespan = std::numeric_limits<double>::infinity()) {
+  return paced_heads(problem, zero_heads(problem), makespan).forward[stage][k];
 }
 
 // R = 2, v = 2 (rank 0 holds stages 0 and 2), m = 4, every op 1, A = 1000, G = 0, no link, room
@@ -59,9 +67,9 @@ TEST(PacedHeads, AForwardWaitsWhereTheRanksWorkAfterALaterStageLeavesItNoChoice)
   Problem p = testing::uniform_problem(2, 2, 3, {}, PlacementKind::kVShape);
   p.budget_bytes[0] = p.static_bytes[0] + 2000;
   p.offload = OffloadLink{100, 100, ChannelMode::kDuplex, {0, 1}};
-  EXPECT_NEAR(paced_heads(p, zero_heads(p)).forward[0][1], 1, 1e-9) << "any makespan";
-  EXPECT_NEAR(paced_heads(p, zero_heads(p), 26).forward[0][1], 1, 1e-9);
-  EXPECT_NEAR(paced_heads(p, zero_heads(p), 25).forward[0][1], 5, 1e-9);
+  EXPECT_NEAR(paced_forward(p, 0, 1), 1, 1e-9) << "any makespan";
+  EXPECT_NEAR(paced_forward(p, 0, 1, 26), 1, 1e-9);
+  EXPECT_NEAR(paced_forward(p, 0, 1, 25), 5, 1e-9);
 }
 
 // R = 2, v = 1, m = 2. Stage 0 (rank 0): every op 1, A = O = 1000, G = 0, room for 1.5
@@ -80,10 +88,10 @@ TEST(PacedHeads, WithAMakespanAForwardStartsAtTheFirstMomentItFits) {
   p.stages[0].offloadable_bytes = p.stages[0].activation_bytes;
   p.budget_bytes[0] = p.static_bytes[0] + 1500;
   p.offload = OffloadLink{500, 500, ChannelMode::kDuplex, {0, 1}};
-  EXPECT_NEAR(paced_heads(p, zero_heads(p)).forward[0][1], 3, 1e-9) << "any makespan";
-  EXPECT_NEAR(paced_heads(p, zero_heads(p), 8).forward[0][1], 3, 1e-9);
+  EXPECT_NEAR(paced_forward(p, 0, 1), 3, 1e-9) << "any makespan";
+  EXPECT_NEAR(paced_forward(p, 0, 1, 8), 3, 1e-9);
   // At C = 6 nothing can be away at 3 either: F(0, 1) waits for B(0, 0).
-  EXPECT_NEAR(paced_heads(p, zero_heads(p), 6).forward[0][1], 22, 1e-9);
+  EXPECT_NEAR(paced_forward(p, 0, 1, 6), 22, 1e-9);
 }
 
 // The same on two ranks that share one link: every op 1 but B(1) = 10, A = O = 1000, G = 0, room
@@ -101,9 +109,9 @@ TEST(PacedHeads, WithAMakespanAForwardStartsAtTheFirstMomentItsLinkGroupFits) {
     p.budget_bytes[r] = p.static_bytes[r] + 1500;
   }
   p.offload = OffloadLink{500, 500, ChannelMode::kDuplex, {0, 0}};
-  EXPECT_NEAR(paced_heads(p, zero_heads(p)).forward[1][1], 5, 1e-9) << "any makespan";
-  EXPECT_NEAR(paced_heads(p, zero_heads(p), 19).forward[1][1], 5, 1e-9);
-  EXPECT_NEAR(paced_heads(p, zero_heads(p), 18).forward[1][1], 12, 1e-9);
+  EXPECT_NEAR(paced_forward(p, 1, 1), 5, 1e-9) << "any makespan";
+  EXPECT_NEAR(paced_forward(p, 1, 1, 19), 5, 1e-9);
+  EXPECT_NEAR(paced_forward(p, 1, 1, 18), 12, 1e-9);
 }
 
 // R = 3, v = 1, m = 2: every op 1 but B(2) = 10, A = O = 1000, G = 0. Ranks 0 and 1 have room for
@@ -118,10 +126,10 @@ TEST(PacedHeads, ALinkGroupBringsItsActivationsBackOneAtATime) {
   p.stages[2].backward_input = 10;
   for (int r = 0; r < 2; ++r) p.budget_bytes[r] = p.static_bytes[r] + 1500;
   p.offload = OffloadLink{250, 250, ChannelMode::kDuplex, {0, 0, 1}};
-  EXPECT_NEAR(paced_heads(p, zero_heads(p)).forward[1][1], 9, 1e-9) << "any makespan";
-  EXPECT_NEAR(paced_heads(p, zero_heads(p), 19).forward[1][1], 9, 1e-9);
-  EXPECT_NEAR(paced_heads(p, zero_heads(p), 18).forward[1][1], 14, 1e-9);
-  EXPECT_NEAR(paced_heads(p, zero_heads(p), 17).forward[1][1], 14, 1e-9);
+  EXPECT_NEAR(paced_forward(p, 1, 1), 9, 1e-9) << "any makespan";
+  EXPECT_NEAR(paced_forward(p, 1, 1, 19), 9, 1e-9);
+  EXPECT_NEAR(paced_forward(p, 1, 1, 18), 14, 1e-9);
+  EXPECT_NEAR(paced_forward(p, 1, 1, 17), 14, 1e-9);
 }
 
 }  // namespace
