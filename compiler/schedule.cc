@@ -40,7 +40,24 @@ Order order_of(const Schedule& schedule) {
   Order order;
   for (const auto& actions : schedule.ranks) {
     auto& refs = order.ranks.emplace_back();
-    for (const Action& a : actions) refs.push_back(a.ref);
+    // A transfer is issued when the compute op listed before it ends, so it goes after the last
+    // compute op that ends by its start. Listed by start, it would follow the compute op running
+    // when it starts (it waited for its channel) or starting with it, and be issued only after
+    // that one ends: later than it ran. Compute ops run one at a time, so only the last one
+    // listed can end after a transfer that starts after it.
+    size_t last_compute = 0;
+    double last_end = -std::numeric_limits<double>::infinity();
+    for (const Action& a : actions) {
+      if (is_transfer(a.ref.op) && a.start < last_end) {
+        refs.insert(refs.begin() + static_cast<std::ptrdiff_t>(last_compute++), a.ref);
+        continue;
+      }
+      if (is_compute(a.ref.op)) {
+        last_compute = refs.size();
+        last_end = a.end;
+      }
+      refs.push_back(a.ref);
+    }
   }
   return order;
 }

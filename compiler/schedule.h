@@ -56,7 +56,8 @@ struct Schedule {
   std::vector<std::vector<Action>> ranks;
 };
 
-// The order a timed schedule follows: each rank's actions as listed (by start).
+// The order a timed schedule follows: each rank's actions as listed (by start), each transfer
+// right after the last compute op that ends by its start, where the simulator issues it again.
 Order order_of(const Schedule& schedule);
 
 // First start and last end over every action; {0, 0} for an empty schedule.
