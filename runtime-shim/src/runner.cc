@@ -54,27 +54,25 @@ void require_callbacks(const ScheduleData& data, int rank, const optpipe_rt_call
 }
 
 // The order the runner issues the rank's actions in: the schedule's (predicted start), except
-// that a transfer starting at the same instant as a compute op is issued before it (the order
-// the generator issued them in), unless that op is the F its offload copies. On the CPU backend
-// compute blocks, so issuing the compute op first would delay the copy by the whole op.
+// that a transfer goes right after the last compute op that ends by its predicted start, where
+// the compiler's simulator issued it (optpipe::order_of). Issued after a compute op that starts
+// with it, or runs while it waits for its copy channel, it would start only once that op ends.
+// Compute ops run one at a time, so only the last one listed can end after a later transfer.
 std::vector<optpipe_rt_action> issue_order(const std::vector<optpipe_rt_action>& actions) {
   std::vector<optpipe_rt_action> order;
-  std::vector<bool> issued(actions.size(), false);
-  auto same_time = [](double a, double b) { return std::fabs(a - b) <= 1e-9 * (1 + std::fabs(a)); };
-  for (size_t i = 0; i < actions.size(); ++i) {
-    if (issued[i]) continue;
-    const optpipe_rt_action& a = actions[i];
-    const bool compute = is_compute_op(a.op);
-    for (size_t k = i + 1; compute && k < actions.size() && same_time(actions[k].start, a.start);
-         ++k) {
-      const optpipe_rt_action& t = actions[k];
-      if (issued[k] || is_compute_op(t.op)) continue;
-      if (a.op == OPTPIPE_RT_OP_F && t.stage == a.stage && t.microbatch == a.microbatch) continue;
-      order.push_back(t);
-      issued[k] = true;
+  order.reserve(actions.size());
+  size_t last_compute = 0;
+  double last_end = -std::numeric_limits<double>::infinity();
+  for (const optpipe_rt_action& a : actions) {
+    if (!is_compute_op(a.op) && a.start < last_end) {
+      order.insert(order.begin() + static_cast<std::ptrdiff_t>(last_compute++), a);
+      continue;
+    }
+    if (is_compute_op(a.op)) {
+      last_compute = order.size();
+      last_end = a.end;
     }
     order.push_back(a);
-    issued[i] = true;
   }
   return order;
 }
