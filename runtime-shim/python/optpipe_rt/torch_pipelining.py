@@ -45,22 +45,27 @@ def load_csv(text, dialect="2.6"):
 
 def offload_plan(schedule, rank, csv_actions=None):
     """{(op, stage, mb) or None: [("OFFLOAD"|"RELOAD", stage, mb), ...]}: the transfers the
-    schedule issues after each compute op (None: before the first). When `csv_actions` (one
-    rank's `load_csv` row) is given, checks that it runs the schedule's compute ops in its order
-    (a 2.5 CSV's B then W stands for a fused BW). R has no CSV token (PyTorch recomputes inside
-    the backward, with activation checkpointing): it is skipped, its transfers go with the op
-    before it."""
-    plan, previous = {None: []}, None
+    schedule issues after each compute op (None: before the first), each after the last compute
+    op that ends by its predicted start, as the compiler's simulator and the shim's runner issue
+    it. When `csv_actions` (one rank's `load_csv` row) is given, checks that it runs the
+    schedule's compute ops in its order (a 2.5 CSV's B then W stands for a fused BW). R has no CSV
+    token (PyTorch recomputes inside the backward, with activation checkpointing): it is skipped,
+    its transfers go with the op before it."""
+    plan = {None: []}
     compute = []
-    for op, stage, mb, _start, _end, _bytes in schedule.actions(rank):
-        if op == "R":
-            continue
+    ends = []  # (issuer, end) per compute op so far; an R issues as the op before it
+    for op, stage, mb, start, end, _bytes in schedule.actions(rank):
         if op in ("OFFLOAD", "RELOAD"):
-            plan.setdefault(previous, []).append((op, stage, mb))
+            k = len(ends)
+            while k > 0 and ends[k - 1][1] > start:
+                k -= 1
+            plan[ends[k - 1][0] if k else None].append((op, stage, mb))
+        elif op == "R":
+            ends.append((ends[-1][0] if ends else None, end))
         else:
-            previous = (op, stage, mb)
-            plan.setdefault(previous, [])
-            compute.append(previous)
+            compute.append((op, stage, mb))
+            plan[compute[-1]] = []
+            ends.append((compute[-1], end))
     if csv_actions is not None:
         expanded = []
         for op, stage, mb in compute:
