@@ -77,6 +77,22 @@ TEST_F(CacheCompile, AHitOnANearlyEqualProfileIsReTimedAndValidated) {
   EXPECT_LE(second.best.metrics.makespan, first.best.metrics.makespan + 0.01);
 }
 
+// An offloading schedule comes back as stored: its order re-times into the same schedule (each
+// offload starts as the next F does, and is issued before it), so it keeps its makespan within
+// the budget it fits tightly.
+TEST_F(CacheCompile, AnOffloadingScheduleComesBackAsStored) {
+  Problem p = testing::uniform_problem(3, 1, 6, {1, 1, 1, 1000, 0});
+  const Schedule stored = testing::offloading_1f1b(p);
+  p = testing::at_own_peaks(p, stored);
+  ASSERT_FALSE(validate(p, stored));
+  const ScheduleCache cache(dir_.string());
+  cache.store(p, "auto", stored, compute_metrics(p, stored), nullptr);
+  const std::optional<CachedSchedule> found = cache.find(p, "auto");
+  ASSERT_TRUE(found);
+  EXPECT_EQ(time_extent(found->schedule).end, time_extent(stored).end);
+  EXPECT_FALSE(validate(p, found->schedule));
+}
+
 TEST_F(CacheCompile, ADamagedEntryIsAMiss) {
   const Problem p = testing::uniform_problem(2, 1, 2);
   compile(p, options(0));
