@@ -58,13 +58,19 @@ void require_callbacks(const ScheduleData& data, int rank, const optpipe_rt_call
 // the compiler's simulator issued it (optpipe::order_of). Issued after a compute op that starts
 // with it, or runs while it waits for its copy channel, it would start only once that op ends.
 // Compute ops run one at a time, so only the last one listed can end after a later transfer.
+// An offload never goes before the F it copies, whatever rounding did to the predicted times.
 std::vector<optpipe_rt_action> issue_order(const std::vector<optpipe_rt_action>& actions) {
   std::vector<optpipe_rt_action> order;
   order.reserve(actions.size());
   size_t last_compute = 0;
   double last_end = -std::numeric_limits<double>::infinity();
+  auto copies_last = [&](const optpipe_rt_action& t) {
+    const optpipe_rt_action& f = order[last_compute];
+    return t.op == OPTPIPE_RT_OP_OFFLOAD && f.op == OPTPIPE_RT_OP_F && f.stage == t.stage &&
+           f.microbatch == t.microbatch;
+  };
   for (const optpipe_rt_action& a : actions) {
-    if (!is_compute_op(a.op) && a.start < last_end) {
+    if (!is_compute_op(a.op) && a.start < last_end && !copies_last(a)) {
       order.insert(order.begin() + static_cast<std::ptrdiff_t>(last_compute++), a);
       continue;
     }

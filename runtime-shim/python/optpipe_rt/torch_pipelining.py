@@ -57,7 +57,9 @@ def offload_plan(schedule, rank, csv_actions=None):
     for op, stage, mb, start, end, _bytes in schedule.actions(rank):
         if op in ("OFFLOAD", "RELOAD"):
             k = len(ends)
-            while k > 0 and ends[k - 1][1] > start:
+            # An offload never goes before the F it copies, whatever rounding did to the times.
+            while k > 0 and ends[k - 1][1] > start and \
+                    not (op == "OFFLOAD" and ends[k - 1][0] == ("F", stage, mb)):
                 k -= 1
             plan[ends[k - 1][0] if k else None].append((op, stage, mb))
         elif op == "R":

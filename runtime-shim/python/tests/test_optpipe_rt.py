@@ -197,6 +197,20 @@ class RankTest(unittest.TestCase):
             self.assertEqual(profile["pipeline"]["placement"], [0, 0])
             rank.close()
 
+    def test_an_offload_follows_the_forward_it_copies_whatever_the_rounding(self):
+        # OFFLOAD(0, 0) predicted to start a hair before F(0, 0) ends (a writer's rounding): the
+        # runner still runs the F first; before it, the copy would read an activation not yet
+        # computed (Trainer.offload_source would fail).
+        actions = list(ONE_RANK[0])
+        del actions[2]
+        actions.insert(1, (OFFLOAD, 0, 0, 1 - 1e-12, 1.5, NBYTES))
+        rank = optpipe_rt.Rank(optpipe_rt.Schedule(opsched([actions], [0, 0], 2)), 0,
+                               backend="cpu")
+        trainer = Trainer()
+        rank.run(trainer)
+        self.assertEqual(trainer.log[:3], [("F", 0, 0), ("OFFLOAD", 0, 0), ("F", 1, 0)])
+        rank.close()
+
     def test_callback_exceptions_propagate(self):
         rank = optpipe_rt.Rank(self.schedule, 0, backend="cpu")
 
@@ -286,6 +300,13 @@ class PipeliningCsvTest(unittest.TestCase):
         # The offload starts as F(1, 0) does, so it is issued before it, after F(0, 0).
         self.assertEqual(plan[("F", 0, 0)], [("OFFLOAD", 0, 0)])
         self.assertEqual(plan[("F", 1, 0)], [])
+        # Started a hair before its F ends (rounding), it still goes after that F.
+        rounded = [list(a) for a in ONE_RANK[0]]
+        rounded[2][3] = 1 - 1e-12
+        rounded.insert(1, rounded.pop(2))
+        rounded_plan = offload_plan(
+            optpipe_rt.Schedule(opsched([[tuple(a) for a in rounded]], [0, 0], 2)), 0)
+        self.assertEqual(rounded_plan[("F", 0, 0)], [("OFFLOAD", 0, 0)])
         self.assertEqual(plan[("F", 1, 1)], [("RELOAD", 0, 0)])
         self.assertEqual(plan[None], [])
         with self.assertRaises(ValueError):
