@@ -44,11 +44,17 @@ Order order_of(const Schedule& schedule) {
     // compute op that ends by its start. Listed by start, it would follow the compute op running
     // when it starts (it waited for its channel) or starting with it, and be issued only after
     // that one ends: later than it ran. Compute ops run one at a time, so only the last one
-    // listed can end after a transfer that starts after it.
+    // listed can end after a transfer that starts after it. An offload never goes before the F
+    // it copies, whatever rounding did to the times (the runtime shim's runner, issue_order,
+    // issues by the same rule).
     size_t last_compute = 0;
     double last_end = -std::numeric_limits<double>::infinity();
+    auto copies_last = [&](const OpRef& t) {
+      return t.op == Op::kOffload &&
+             refs[last_compute] == OpRef{Op::kForward, t.stage, t.microbatch};
+    };
     for (const Action& a : actions) {
-      if (is_transfer(a.ref.op) && a.start < last_end) {
+      if (is_transfer(a.ref.op) && a.start < last_end && !copies_last(a.ref)) {
         refs.insert(refs.begin() + static_cast<std::ptrdiff_t>(last_compute++), a.ref);
         continue;
       }

@@ -399,6 +399,23 @@ TEST(Simulator, AValidScheduleTimedFromItsOwnOrderIsTheSame) {
   EXPECT_GT(retimed, 500);
 }
 
+// Where rounding puts an offload's start a hair before its F's end (a schedule not written by the
+// simulator), the order still lists the F first: issued before it, the copy would have nothing
+// to copy. A transfer starting with the next compute op still goes before that op.
+TEST(Simulator, AnOrderListsAnOffloadAfterTheForwardItCopies) {
+  Schedule s;
+  s.ranks = {{{{Op::kForward, 0, 0}, 0, 1},
+              {{Op::kOffload, 0, 0}, 1 - 1e-12, 2, 1000},
+              {{Op::kForward, 0, 1}, 1, 2},
+              {{Op::kOffload, 0, 1}, 2, 3, 1000}}};
+  const std::vector<OpRef> expected = {
+      {Op::kForward, 0, 0}, {Op::kOffload, 0, 0}, {Op::kForward, 0, 1}, {Op::kOffload, 0, 1}};
+  EXPECT_EQ(order_of(s).ranks[0], expected);
+  s.ranks[0][1].start = 1;  // listed after F(0, 1), which starts with it: issued before that F
+  std::swap(s.ranks[0][1], s.ranks[0][2]);
+  EXPECT_EQ(order_of(s).ranks[0], expected);
+}
+
 Problem recompute_problem(int ranks) {
   testing::UniformCosts costs{1, 2, 1};
   costs.checkpoint_bytes = 100;

@@ -60,6 +60,11 @@ ONE_RANK = [[(F, 0, 0, 0, 1, 0), (F, 1, 0, 1, 2, 0), (OFFLOAD, 0, 0, 1, 1.5, NBY
              (BW, 1, 0, 4, 6, 0), (BW, 0, 0, 6, 8, 0), (BW, 1, 1, 8, 10, 0), (BW, 0, 1, 10, 12, 0)]]
 
 
+# ONE_RANK with OFFLOAD(0, 0) predicted to start a hair before F(0, 0) ends (a writer's rounding).
+ONE_RANK_ROUNDED = [[ONE_RANK[0][0], (OFFLOAD, 0, 0, 1 - 1e-12, 1.5, NBYTES)] +
+                    [a for a in ONE_RANK[0][1:] if a[0] != OFFLOAD]]
+
+
 # Stage 0's microbatch 0 is recomputed: its F keeps a checkpoint, R rebuilds it before BW.
 RECOMPUTE = [[(F, 0, 0, 0, 1, 0), (F, 1, 0, 1, 2, 0), (F, 0, 1, 2, 3, 0), (F, 1, 1, 3, 4, 0),
               (BW, 1, 0, 4, 6, 0), (R, 0, 0, 6, 6.5, 0), (BW, 0, 0, 6.5, 8.5, 0),
@@ -198,13 +203,9 @@ class RankTest(unittest.TestCase):
             rank.close()
 
     def test_an_offload_follows_the_forward_it_copies_whatever_the_rounding(self):
-        # OFFLOAD(0, 0) predicted to start a hair before F(0, 0) ends (a writer's rounding): the
-        # runner still runs the F first; before it, the copy would read an activation not yet
-        # computed (Trainer.offload_source would fail).
-        actions = list(ONE_RANK[0])
-        del actions[2]
-        actions.insert(1, (OFFLOAD, 0, 0, 1 - 1e-12, 1.5, NBYTES))
-        rank = optpipe_rt.Rank(optpipe_rt.Schedule(opsched([actions], [0, 0], 2)), 0,
+        # The runner still runs F(0, 0) first; before it, the copy would read an activation not
+        # yet computed (Trainer.offload_source would fail).
+        rank = optpipe_rt.Rank(optpipe_rt.Schedule(opsched(ONE_RANK_ROUNDED, [0, 0], 2)), 0,
                                backend="cpu")
         trainer = Trainer()
         rank.run(trainer)
@@ -300,15 +301,11 @@ class PipeliningCsvTest(unittest.TestCase):
         # The offload starts as F(1, 0) does, so it is issued before it, after F(0, 0).
         self.assertEqual(plan[("F", 0, 0)], [("OFFLOAD", 0, 0)])
         self.assertEqual(plan[("F", 1, 0)], [])
-        # Started a hair before its F ends (rounding), it still goes after that F.
-        rounded = [list(a) for a in ONE_RANK[0]]
-        rounded[2][3] = 1 - 1e-12
-        rounded.insert(1, rounded.pop(2))
-        rounded_plan = offload_plan(
-            optpipe_rt.Schedule(opsched([[tuple(a) for a in rounded]], [0, 0], 2)), 0)
-        self.assertEqual(rounded_plan[("F", 0, 0)], [("OFFLOAD", 0, 0)])
         self.assertEqual(plan[("F", 1, 1)], [("RELOAD", 0, 0)])
         self.assertEqual(plan[None], [])
+        # Started a hair before its F ends (rounding), it still goes after that F.
+        rounded = offload_plan(optpipe_rt.Schedule(opsched(ONE_RANK_ROUNDED, [0, 0], 2)), 0)
+        self.assertEqual(rounded[("F", 0, 0)], [("OFFLOAD", 0, 0)])
         with self.assertRaises(ValueError):
             offload_plan(schedule, 0, load_csv("0F0,0F1,1F0,1F1,1B0,0B0,1B1,0B1")[0])
         # 2.5 has no full-backward token: B then W stand for the fused BW.
