@@ -119,7 +119,8 @@ CaseResult measure_case(const BenchCase& bench_case, const MeasureOptions& optio
       Schedule schedule;
       const auto start = Clock::now();
       try {
-        schedule = simulate(variant.problem, generator.build(variant.problem), r.method);
+        schedule =
+            simulate_within_budget(variant.problem, generator.build(variant.problem), r.method);
         const Metrics metrics = compute_metrics(variant.problem, schedule, lower_bound);
         describe_schedule(variant.problem, schedule, metrics, r);
       } catch (const std::exception& e) {

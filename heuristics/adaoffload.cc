@@ -207,10 +207,11 @@ void offer_pipeoffload(const Problem& problem, Search& search) {
 
 // Offload decided while scheduling, over how long-lived an activation must be to go (in older
 // microbatches awaiting B) and how early it comes back, the later chunk's F first (with several
-// chunks per rank it drains the pipeline, usually the faster) before the earlier's. Its orders
-// carry their transfers, so they are only timed: the search keeps one that fits. A run is
-// abandoned once it cannot beat the best fit, and policies often agree (thresholds that no
-// activation reaches): an order already timed is not timed again.
+// chunks per rank it drains the pipeline, usually the faster) before the earlier's; Ws fill the
+// gaps that fit them (the neighbourhood's most frequent winner, heuristics/memory_policies.h).
+// Its orders carry their transfers, so they are only timed: the search keeps one that fits. A
+// run is abandoned once it cannot beat the best fit, and policies often agree (thresholds that
+// no activation reaches): an order already timed is not timed again.
 void search_offloading_lists(const Problem& problem, Search& search) {
   std::vector<Order> timed;
   auto already_timed = [&](const Order& order) {
@@ -223,6 +224,7 @@ void search_offloading_lists(const Problem& problem, Search& search) {
       for (int lookahead : {1, 2}) {
         ListPolicy policy =
             offloading_list_policy(problem, {min_awaiting, lookahead, 0.0}, later_first);
+        policy.weights = WeightTiming::kGapAware;
         policy.abandon_above_makespan = search.best_fit_makespan();
         try {
           ListOutcome outcome = list_schedule_with_outcome(problem, policy);

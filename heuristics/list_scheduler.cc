@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <deque>
+#include <functional>
 #include <limits>
 #include <optional>
 #include <queue>
@@ -9,6 +10,7 @@
 
 #include "compiler/dependencies.h"
 #include "compiler/errors.h"
+#include "compiler/microbatch_paths.h"
 #include "compiler/op_table.h"
 
 namespace optpipe {
@@ -23,6 +25,8 @@ struct RankState {
   std::vector<int> next_forward;   // per local stage: next microbatch to run F
   std::vector<int> next_backward;  // per local stage: next microbatch to run B
   std::deque<OpRef> pending_weights;
+  std::vector<OpRef> on_device;     // with offload: Fs whose activation is here, before their B
+  std::vector<int> last_offloaded;  // with offload, per local stage: its latest microbatch away
   std::vector<int64_t> held_bytes;  // per microbatch: activation bytes it holds on this rank
   int64_t live_bytes = 0;
   int64_t peak_bytes = 0;
@@ -73,6 +77,7 @@ class ListScheduler {
       rank.next_forward.assign(rank.stages.size(), 0);
       rank.next_backward.assign(rank.stages.size(), 0);
       rank.held_bytes.assign(problem.microbatches, 0);
+      rank.last_offloaded.assign(rank.stages.size(), -1);
       rank.remaining = 3 * static_cast<int>(rank.stages.size()) * problem.microbatches;
       for (int s : rank.stages) {
         const StageCosts& costs = problem.stages[s];
@@ -85,6 +90,8 @@ class ListScheduler {
     order_.ranks.resize(problem.ranks);
     if (policy.offload && problem.offload) {
       ledger_.emplace(problem, *policy.offload);
+      paths_ = microbatch_paths(problem);
+      chain_progress_.resize(problem.microbatches);
       unhindered_end_.emplace(problem, kInfinity);
     }
     for (int r = 0; r < problem.ranks; ++r) {
@@ -210,7 +217,7 @@ class ListScheduler {
       const int r = problem_.rank_of_stage[rank.stages[local]];
       const double start =
           std::max(rank.last_end, ready_time({Op::kForward, rank.stages[local], j}));
-      live -= ledger_->released_by(r, start);
+      live -= ledger_->released_by(r, std::max(start, rank.free_at));
       reserve = ledger_->reserve(r, rank.next_backward, j);
     }
     // Leanest order: a rank that holds nothing but this microbatch may always go on with it.
@@ -244,14 +251,58 @@ class ListScheduler {
   }
 
   // Lists the reloads that are due on rank `r`; they allocate their bytes from now on.
+  // A reload goes when its bytes fit under the limit, or regardless when its B is the next one
+  // its microbatch needs on the rank (the backwards before it have run), so none waits forever.
   void issue_due_reloads(int r) {
     RankState& rank = ranks_[r];
+    int64_t reloading = 0;
+    auto may_reload = [&](const OpRef& forward) {
+      const int64_t bytes = problem_.stages[forward.stage].offloadable_bytes;
+      const bool fits =
+          rank.live_bytes + reloading - ledger_->released_by(r, rank.last_end) + bytes <=
+          rank.memory_limit;
+      if (!fits && !needed_next(rank, forward)) return false;
+      reloading += bytes;
+      return true;
+    };
     for (const LedgerTransfer& reload :
-         ledger_->due_reloads(r, rank.next_backward, rank.last_end)) {
+         ledger_->due_reloads(r, rank.next_backward, rank.last_end, rank.free_at,
+                              backward_ready_estimate_, may_reload)) {
       const int64_t bytes = problem_.stages[reload.ref.stage].offloadable_bytes;
       rank.live_bytes += bytes;
       order_.ranks[r].push_back(reload.ref);
     }
+  }
+
+  // Whether the B of `forward`'s microbatch on its stage comes next there, after its Bs on the
+  // rank's later stages.
+  bool needed_next(const RankState& rank, const OpRef& forward) const {
+    const size_t local = local_of_stage_[forward.stage];
+    if (rank.next_backward[local] != forward.microbatch) return false;
+    for (size_t later = local + 1; later < rank.stages.size(); ++later) {
+      if (rank.next_backward[later] <= forward.microbatch) return false;
+    }
+    return true;
+  }
+
+  // The earliest B (stage, microbatch) can become ready: the end of its microbatch's latest
+  // committed F or B, then the rest of its path at its durations, no waiting.
+  double earliest_backward_ready(int stage, int microbatch) const {
+    const ChainProgress& progress = chain_progress_[microbatch];
+    return progress.end + (backward_offset(stage) - progress.offset_end);
+  }
+
+  // Least time from F(0, j)'s start to B(stage, j)'s start, and the same to the end of the F or
+  // B `ref` on j's path (MicrobatchPaths).
+  double backward_offset(int stage) const {
+    return paths_.forward_offset[stage] + paths_.round_trip[stage] -
+           problem_.stages[stage].backward_input;
+  }
+  double offset_end(const OpRef& ref) const {
+    if (ref.op == Op::kForward) {
+      return paths_.forward_offset[ref.stage] + problem_.stages[ref.stage].forward;
+    }
+    return paths_.forward_offset[ref.stage] + paths_.round_trip[ref.stage];
   }
 
   std::optional<OpRef> ready_backward(const RankState& rank) const {
@@ -345,14 +396,11 @@ class ListScheduler {
         allocated = -weight_grad(ref.stage);
         break;
     }
+    const double start = start_time(r, ref, allocated);
     // A rank runs one op at a time, so a release at this op's end precedes its next decision.
     rank.live_bytes += allocated;
     rank.held_bytes[ref.microbatch] += allocated;
     rank.peak_bytes = std::max(rank.peak_bytes, rank.live_bytes);
-    // As the simulator times the order: the op starts once the rank's previous op has ended and
-    // it is ready. That is the decision time, except for a W that memory forced after the rank
-    // sat idle: it moves back into the idle time, where the simulator will run it.
-    const double start = std::max(rank.last_end, ready_time(ref));
     if (rank.first_start < 0) {
       rank.first_start = start;
     } else {
@@ -362,6 +410,8 @@ class ListScheduler {
     const double end = start + duration(problem_, ref);
     makespan_ = std::max(makespan_, end);  // F(s0, mb0) starts at 0
     end_[ref] = end;
+    if (ledger_ && ref.op != Op::kBackwardWeight)
+      chain_progress_[ref.microbatch] = {end, offset_end(ref)};
     rank.last_end = end;
     rank.asleep = false;
     --rank.remaining;
@@ -375,15 +425,59 @@ class ListScheduler {
     reschedule(r, std::max(rank.free_at, end), false);
     wake_successor(ref, end);
     order_.ranks[r].push_back(ref);
-    // Offload only where memory needs it: another forward would not fit beside this one.
-    if (ledger_ && ref.op == Op::kForward &&
-        rank.live_bytes - ledger_->released_by(r, end) + activation(ref.stage) >
-            rank.memory_limit) {
-      const int awaiting = ref.microbatch - rank.next_backward[local];
-      if (const auto offload = ledger_->offload_after_forward(r, local, ref, end, awaiting)) {
-        order_.ranks[r].push_back(offload->ref);
+    if (ledger_) {
+      if (ref.op == Op::kForward) rank.on_device.push_back(ref);
+      if (ref.op == Op::kBackwardInput) {
+        std::erase(rank.on_device, OpRef{Op::kForward, ref.stage, ref.microbatch});
       }
+      if (ref.op == Op::kForward) offload_for_next_forward(r, ref, end);
     }
+  }
+
+  // Offload only where memory needs it: another forward would not fit beside this one once the
+  // offloads under way complete. The activations that stay away longest go first.
+  void offload_for_next_forward(int r, const OpRef& forward, double end) {
+    RankState& rank = ranks_[r];
+    while (!rank.on_device.empty() &&
+           rank.live_bytes - ledger_->released_by(r, kInfinity) + activation(forward.stage) >
+               rank.memory_limit) {
+      auto longest = rank.on_device.end();
+      double latest_ready = -kInfinity;
+      for (auto it = rank.on_device.begin(); it != rank.on_device.end(); ++it) {
+        // Offloads of a stage keep microbatch order, as its reloads do (and the MILP's FIFO
+        // symmetry, solver/order_model.h, assumes).
+        if (it->microbatch < rank.last_offloaded[local_of_stage_[it->stage]]) continue;
+        if (const double ready = earliest_backward_ready(it->stage, it->microbatch);
+            ready > latest_ready) {
+          latest_ready = ready;
+          longest = it;
+        }
+      }
+      if (longest == rank.on_device.end()) return;
+      const OpRef chosen = *longest;
+      const int local = local_of_stage_[chosen.stage];
+      const int awaiting = chosen.microbatch - rank.next_backward[local];
+      const auto offload = ledger_->offload_activation(r, local, chosen, end, awaiting);
+      if (!offload) return;
+      rank.last_offloaded[local] = chosen.microbatch;
+      rank.on_device.erase(longest);
+      order_.ranks[r].push_back(offload->ref);
+    }
+  }
+
+  // As the simulator times the order: the op starts once the rank's previous op has ended and
+  // it is ready. That is the decision time, except for a W that memory forced after the rank
+  // sat idle: it moves back into the idle time, where the simulator will run it. With offload,
+  // an F that fits only once an offload under way has ended waits for it, as the memory fence
+  // has it (compiler/simulator.h).
+  double start_time(int r, const OpRef& ref, int64_t allocated) const {
+    const RankState& rank = ranks_[r];
+    const double start = std::max(rank.last_end, ready_time(ref));
+    if (!ledger_ || ref.op != Op::kForward || rank.live_bytes == rank.held_bytes[ref.microbatch]) {
+      return start;
+    }
+    const int64_t excess = rank.live_bytes + allocated - rank.memory_limit;
+    return excess <= 0 ? start : std::max(start, ledger_->when_released(r, start, excess));
   }
 
   // When the simulator's timing of the order ends `ref` at the earliest, which is `ref`'s end
@@ -398,9 +492,11 @@ class ListScheduler {
     return rank.unhindered_last_end;
   }
 
-  // Nothing the rank may run becomes ready before one of its next ops does: the rank's own state
-  // is fixed while it waits, and commits elsewhere only tighten the gap rule (max_idle_ grows,
-  // next_known_ready falls). So instead of stepping through every event, it sleeps until then.
+  // Nothing the rank may run becomes ready before one of its next ops does, or with offload
+  // before one of its offloads ends (memory for an F) or a reload becomes due: the rank's own
+  // state is fixed while it waits, and commits elsewhere only tighten the gap rule (max_idle_
+  // grows, next_known_ready falls). So instead of stepping through every event, it sleeps until
+  // then.
   void fall_asleep(int r) {
     RankState& rank = ranks_[r];
     double wake_at = kInfinity;
@@ -415,6 +511,13 @@ class ListScheduler {
       if (rank.next_backward[i] < problem_.microbatches) {
         consider({Op::kBackwardInput, rank.stages[i], rank.next_backward[i]});
       }
+    }
+    if (ledger_) {
+      wake_at = std::min(wake_at, ledger_->next_release_after(r, rank.free_at));
+      // A reload due already waits for memory, which only a commit can free.
+      const double reload_due =
+          ledger_->next_reload_due(r, rank.next_backward, backward_ready_estimate_);
+      if (reload_due > rank.free_at) wake_at = std::min(wake_at, reload_due);
     }
     reschedule(r, wake_at, false);
     rank.asleep = true;
@@ -444,6 +547,17 @@ class ListScheduler {
   const Problem& problem_;
   const ListPolicy& policy_;
   std::optional<OffloadLedger> ledger_;
+  // With offload: microbatch paths and, per microbatch, where its latest committed F or B ends
+  // and where it ends on the path, for earliest_backward_ready.
+  struct ChainProgress {
+    double end = 0;
+    double offset_end = 0;
+  };
+  MicrobatchPaths paths_;
+  std::vector<ChainProgress> chain_progress_;
+  OffloadLedger::BackwardReady backward_ready_estimate_ = [this](int stage, int microbatch) {
+    return earliest_backward_ready(stage, microbatch);
+  };
   OpTable<double> end_;
   // With offload: end_ were no B held up by its reload (unhindered_end).
   std::optional<OpTable<double>> unhindered_end_;

@@ -13,6 +13,9 @@
 // microbatch's activations on a rank, the rank runs one microbatch at a time, the leanest order
 // there is, and exceeds the limit.
 //
+// With ListPolicy::offload the scheduler also decides offloads and reloads as it goes
+// (heuristics/list_offload.h); its orders then need the memory fence of simulate_within_budget.
+//
 // Cost: a rank that finds nothing to run sleeps until one of its next ops becomes ready (a commit
 // elsewhere may wake it sooner) instead of stepping through every event, and ranks take turns
 // through a heap, so a run costs about O(ops log R): 3-8 ms for R = 32, m = 256.

@@ -94,7 +94,7 @@ OffloadedSchedule evaluate(const Problem& problem, const Order& compute_order,
                            const Schedule& timing, OffloadSet& offloaded,
                            const std::string& method) {
   Order order = insert_transfers(problem, compute_order, timing, offloaded);
-  Schedule schedule = simulate(problem, order, method);
+  Schedule schedule = simulate_within_budget(problem, order, method);
   return summarize(problem, std::move(order), std::move(schedule));
 }
 
@@ -384,7 +384,7 @@ OffloadedSchedule summarize(const Problem& problem, Order order, Schedule schedu
 
 OffloadedSchedule time_with_simulator(const Problem& problem, Order order,
                                       const std::string& method) {
-  Schedule schedule = simulate(problem, order, method);
+  Schedule schedule = simulate_within_budget(problem, order, method);
   return summarize(problem, std::move(order), std::move(schedule));
 }
 

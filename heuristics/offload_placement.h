@@ -85,7 +85,7 @@ OffloadedSchedule fit_recompute(const Problem& problem, OffloadedSchedule fitted
 // know of them.
 OffloadedSchedule summarize(const Problem& problem, Order order, Schedule schedule);
 
-// Times `order` with compiler/simulate: what a generator returns.
+// Times `order` with the memory fence (simulate_within_budget), as every generator's order is.
 OffloadedSchedule time_with_simulator(const Problem& problem, Order order,
                                       const std::string& method);
 

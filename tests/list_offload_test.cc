@@ -13,6 +13,7 @@
 #include "compiler/simulator.h"
 #include "compiler/validator.h"
 #include "heuristics/list_scheduler.h"
+#include "heuristics/memory_policies.h"
 #include "heuristics/offload_generators.h"
 #include "tests/test_problems.h"
 
@@ -42,15 +43,15 @@ TEST(OffloadLedger, OffloadsOnlyLongLivedActivationsOnAChannelThatIsFreeInTime) 
   const Problem problem = linked_pair();
   OffloadLedger ledger(problem, ListOffloadPolicy{2, 1, 0.5});
   // One older microbatch awaiting B is too few.
-  EXPECT_FALSE(ledger.offload_after_forward(0, 0, {Op::kForward, 0, 1}, 2.0, 1));
-  const auto first = ledger.offload_after_forward(0, 0, {Op::kForward, 0, 2}, 3.0, 2);
+  EXPECT_FALSE(ledger.offload_activation(0, 0, {Op::kForward, 0, 1}, 2.0, 1));
+  const auto first = ledger.offload_activation(0, 0, {Op::kForward, 0, 2}, 3.0, 2);
   ASSERT_TRUE(first);
   EXPECT_EQ(first->ref, (OpRef{Op::kOffload, 0, 2}));
   EXPECT_DOUBLE_EQ(first->end, 5.0);
   // Rank 1 shares the D2H channel: its F ending at 4 would wait 1 > 0.5 for it, so it stays.
-  EXPECT_FALSE(ledger.offload_after_forward(1, 0, {Op::kForward, 1, 0}, 4.0, 3));
+  EXPECT_FALSE(ledger.offload_activation(1, 0, {Op::kForward, 1, 0}, 4.0, 3));
   // Ending at 4.5 it waits 0.5 and queues behind rank 0's offload.
-  const auto second = ledger.offload_after_forward(1, 0, {Op::kForward, 1, 1}, 4.5, 3);
+  const auto second = ledger.offload_activation(1, 0, {Op::kForward, 1, 1}, 4.5, 3);
   ASSERT_TRUE(second);
   EXPECT_DOUBLE_EQ(second->end, 7.0);
 
@@ -62,32 +63,69 @@ TEST(OffloadLedger, OffloadsOnlyLongLivedActivationsOnAChannelThatIsFreeInTime) 
   EXPECT_DOUBLE_EQ(ledger.back_on_device(0, 1), 0.0);  // never left
 }
 
-TEST(OffloadLedger, ReloadsWhenTheMicrobatchIsNextAndReservesWhatItsBackwardsDoNotFree) {
+TEST(OffloadLedger, ReloadsOnceWaitingForTheNextDecisionWouldDelayItsBackward) {
   const Problem problem = linked_pair();
   OffloadLedger ledger(problem, ListOffloadPolicy{2, 1, 0.0});
-  ASSERT_TRUE(ledger.offload_after_forward(0, 0, {Op::kForward, 0, 2}, 3.0, 2));
-  // Next B is microbatch 0: two backwards (0 and 1) release A - G = 800 each before the reload
-  // of 2 is issued, more than its 800 bytes: nothing to reserve, nothing due yet.
-  EXPECT_EQ(ledger.reserve(0, {0}, 3), 0);
-  EXPECT_TRUE(ledger.due_reloads(0, {0}, 4.0).empty());
-  // After B0 one backward remains before it, which frees exactly its bytes.
-  EXPECT_EQ(ledger.reserve(0, {1}, 3), 0);
-  EXPECT_TRUE(ledger.due_reloads(0, {1}, 4.0).empty());
-  // Microbatch 2 is next: the reload goes on the H2D channel once issued and offloaded (at 5).
-  const auto due = ledger.due_reloads(0, {2}, 4.0);
+  ASSERT_TRUE(ledger.offload_activation(0, 0, {Op::kForward, 0, 2}, 3.0, 2));  // ends at 5
+  // Its B can start at 10 at the earliest; the reload takes 2 and deferring it to the next
+  // decision, one op (1) later, would be late from 7 on.
+  const OffloadLedger::BackwardReady ready_at_10 = [](int, int) { return 10.0; };
+  const OffloadLedger::MayReload always = [](const OpRef&) { return true; };
+  EXPECT_TRUE(ledger.due_reloads(0, {0}, 4.0, 6.0, ready_at_10, always).empty());
+  EXPECT_DOUBLE_EQ(ledger.next_reload_due(0, {0}, ready_at_10), 7.0);
+  // Due, it still waits while the scheduler has no room for it.
+  EXPECT_TRUE(ledger.due_reloads(0, {0}, 6.0, 7.0, ready_at_10, [](const OpRef&) { return false; })
+                  .empty());
+  // Listed after the op ending at 6, it starts then on the H2D channel.
+  const auto due = ledger.due_reloads(0, {0}, 6.0, 7.0, ready_at_10, always);
   ASSERT_EQ(due.size(), 1u);
   EXPECT_EQ(due[0].ref, (OpRef{Op::kReload, 0, 2}));
-  EXPECT_DOUBLE_EQ(due[0].end, 7.0);
-  EXPECT_DOUBLE_EQ(ledger.back_on_device(0, 2), 7.0);
-  EXPECT_TRUE(ledger.due_reloads(0, {2}, 8.0).empty());  // issued once
+  EXPECT_DOUBLE_EQ(due[0].end, 8.0);
+  EXPECT_DOUBLE_EQ(ledger.back_on_device(0, 2), 8.0);
+  EXPECT_TRUE(ledger.due_reloads(0, {0}, 8.0, 8.0, ready_at_10, always).empty());  // issued once
+  EXPECT_EQ(ledger.next_reload_due(0, {0}, ready_at_10), std::numeric_limits<double>::infinity());
+
+  // A B that could start before the offload has even ended wants its reload at once, which then
+  // waits for the offload.
+  OffloadLedger late(problem, ListOffloadPolicy{2, 1, 0.0});
+  ASSERT_TRUE(late.offload_activation(0, 0, {Op::kForward, 0, 2}, 3.0, 2));
+  const auto at_once = late.due_reloads(
+      0, {0}, 3.0, 3.0, [](int, int) { return 6.0; }, always);
+  ASSERT_EQ(at_once.size(), 1u);
+  EXPECT_DOUBLE_EQ(at_once[0].end, 7.0);
+}
+
+TEST(OffloadLedger, ReservesTheReloadBeyondWhatTheBackwardsBeforeItFree) {
+  // Next B is microbatch 0: two backwards (0 and 1) release A - G = 800 each before microbatch 2
+  // is within the lookahead of its stage's next B, more than its 800 bytes: nothing to reserve.
+  const Problem pair = linked_pair();
+  OffloadLedger one_chunk(pair, ListOffloadPolicy{2, 1, 0.0});
+  ASSERT_TRUE(one_chunk.offload_activation(0, 0, {Op::kForward, 0, 2}, 3.0, 2));
+  EXPECT_EQ(one_chunk.reserve(0, {0}, 3), 0);
+  EXPECT_EQ(one_chunk.reserve(0, {1}, 3), 0);  // one backward left, which frees exactly that
+  // Due by count once it is next, whatever the time.
+  EXPECT_EQ(one_chunk.next_reload_due(0, {2}, [](int, int) { return 100.0; }),
+            -std::numeric_limits<double>::infinity());
 
   // With G = A nothing is freed by B, so the next reload is reserved in full.
   Problem heavy = linked_pair();
   for (StageCosts& stage : heavy.stages) stage.weight_grad_bytes = stage.activation_bytes;
   OffloadLedger strict(heavy, ListOffloadPolicy{2, 1, 0.0});
-  ASSERT_TRUE(strict.offload_after_forward(0, 0, {Op::kForward, 0, 2}, 3.0, 2));
+  ASSERT_TRUE(strict.offload_activation(0, 0, {Op::kForward, 0, 2}, 3.0, 2));
   EXPECT_EQ(strict.reserve(0, {0}, 3), 800);
   EXPECT_EQ(strict.reserve(0, {0}, 1), 0);  // F of an older microbatch: not held back
+
+  // Two chunks per rank (loop: rank 0 holds stages 0 and 2): the B of microbatch 0 on stage 2
+  // runs before its reload on stage 0 is due and releases A - G = 800.
+  UniformCosts costs;
+  costs.weight_grad_bytes = 200;
+  Problem looped = uniform_problem(2, 2, 8, costs);
+  for (StageCosts& stage : looped.stages) stage.offloadable_bytes = 800;
+  looped.offload = pair.offload;
+  OffloadLedger two_chunks(looped, ListOffloadPolicy{0, 1, 0.0});
+  ASSERT_TRUE(two_chunks.offload_activation(0, 0, {Op::kForward, 0, 0}, 1.0, 0));
+  EXPECT_EQ(two_chunks.reserve(0, {0, 0}, 1), 0);
+  EXPECT_EQ(two_chunks.reserve(0, {0, 1}, 1), 800);  // that B has run: its release is counted
 }
 
 // The offloading list order of AdaOffload's candidates: it lists a reload before every
@@ -131,6 +169,39 @@ TEST(OffloadingListScheduler, ListsAReloadBeforeEachOffloadedBackwardAndValidate
     EXPECT_FALSE(violation) << violation->message;
   }
   EXPECT_GT(offloaded_problems, 10);
+}
+
+// Two chunks per rank (loop) with room for 2.6 activations and a fast link: the earlier chunk's
+// activation waits for the microbatch's whole trip through the later stages, so that is what goes
+// to host, and it comes back only near its B. The order then keeps more microbatches in flight
+// than memory alone allows and ends sooner.
+TEST(OffloadingListScheduler, OffloadsTheEarlierChunksActivationsWhichLiveLongest) {
+  UniformCosts costs;
+  costs.weight_grad_bytes = 200;
+  Problem problem = uniform_problem(4, 2, 8, costs);
+  OffloadLink link;
+  link.d2h_bytes_per_time = 10000;  // an offload or reload of 900 bytes takes 0.09
+  link.h2d_bytes_per_time = 10000;
+  link.channels = ChannelMode::kDuplex;
+  for (int r = 0; r < problem.ranks; ++r) link.link_group_of_rank.push_back(r);
+  problem.offload = link;
+  for (StageCosts& stage : problem.stages) stage.offloadable_bytes = 900;
+  for (int r = 0; r < problem.ranks; ++r) problem.budget_bytes[r] = problem.static_bytes[r] + 2600;
+
+  ListPolicy policy = offloading_list_policy(problem, {0, 1, 0.0}, true);
+  const std::optional<OffloadedSchedule> offloading = list_candidate(problem, policy, "test");
+  ASSERT_TRUE(offloading && offloading->fits());
+  int earlier = 0, later = 0;
+  for (const auto& refs : offloading->order.ranks) {
+    for (const OpRef& ref : refs) {
+      if (ref.op == Op::kOffload) ++(ref.stage < problem.ranks ? earlier : later);
+    }
+  }
+  EXPECT_GT(earlier, 2 * later);
+  policy.offload.reset();
+  const std::optional<OffloadedSchedule> kept = list_candidate(problem, policy, "test");
+  ASSERT_TRUE(kept && kept->fits());
+  EXPECT_LT(offloading->makespan, 0.9 * kept->makespan);
 }
 
 // The example's 25 GB/s link is shared by pairs of ranks and cannot carry every in-flight

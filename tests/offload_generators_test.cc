@@ -71,8 +71,8 @@ Problem tight_problem(std::mt19937& rng, double fraction) {
 // The generator's claim (fits or not) matches the validator, and the schedule is valid apart from
 // memory when it does not fit.
 void expect_valid(const Problem& problem, const OffloadedSchedule& result, const char* name) {
-  const Schedule schedule = simulate(problem, result.order, name);
-  EXPECT_NEAR(makespan_of(schedule), result.makespan, 1e-9);
+  const Schedule schedule = simulate_within_budget(problem, result.order, name);
+  EXPECT_NEAR(makespan_of(schedule), result.makespan, 1e-9) << name;
   const auto violation = validate(problem, schedule);
   if (result.fits()) {
     EXPECT_FALSE(violation) << name << ": " << violation->message;

@@ -125,7 +125,7 @@ std::vector<Schedule> schedule_and_a_kick(const Problem& problem, const Problem&
 TimedSchedule run_generator(const std::string& method, const Problem& problem) {
   const Generator* generator = find_generator(method);
   if (!generator) throw std::invalid_argument("no generator " + method);
-  Schedule schedule = simulate(problem, generator->build(problem), method);
+  Schedule schedule = simulate_within_budget(problem, generator->build(problem), method);
   Metrics metrics = compute_metrics(problem, schedule);
   return {std::move(schedule), std::move(metrics)};
 }

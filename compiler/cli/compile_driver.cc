@@ -56,7 +56,7 @@ Candidate run_generator(const Problem& problem, const Generator& generator,
                         const LowerBound& lower_bound) {
   Candidate candidate;
   candidate.method = generator.name;
-  candidate.schedule = simulate(problem, generator.build(problem), candidate.method);
+  candidate.schedule = simulate_within_budget(problem, generator.build(problem), candidate.method);
   candidate.metrics = compute_metrics(problem, candidate.schedule, lower_bound);
   if (const auto violation = validate(problem, candidate.schedule)) {
     if (candidate.metrics.within_budget) {
