@@ -11,6 +11,15 @@ namespace {
 constexpr double kNotBack = std::numeric_limits<double>::infinity();
 }  // namespace
 
+bool backward_is_near(const std::vector<int>& next_backward, size_t local, int microbatch,
+                      int places) {
+  if (microbatch >= next_backward[local] + places) return false;
+  for (size_t later = local + 1; later < next_backward.size(); ++later) {
+    if (next_backward[later] <= microbatch) return false;
+  }
+  return true;
+}
+
 OffloadLedger::OffloadLedger(const Problem& problem, const ListOffloadPolicy& policy)
     : problem_(problem),
       policy_(policy),
@@ -41,8 +50,7 @@ std::optional<LedgerTransfer> OffloadLedger::offload_activation(int rank, size_t
   channel_free = end;
   offload_end_[forward] = end;
   back_[forward] = kNotBack;
-  std::deque<int>& away = away_[rank][local];
-  away.insert(std::upper_bound(away.begin(), away.end(), forward.microbatch), forward.microbatch);
+  away_[rank][local].push_back(forward.microbatch);  // the scheduler offloads in microbatch order
   release_times_[rank].push_back(end);
   released_total_[rank].push_back(
       (released_total_[rank].empty() ? 0 : released_total_[rank].back()) + bytes);
@@ -52,13 +60,9 @@ std::optional<LedgerTransfer> OffloadLedger::offload_activation(int rank, size_t
 double OffloadLedger::reload_due_time(int rank, size_t local, const std::vector<int>& next_backward,
                                       const BackwardReady& backward_ready) const {
   const OpRef forward{Op::kForward, stages_[rank][local], away_[rank][local].front()};
-  // Due at once within `reload_lookahead` of its stage's next B once the rank's later stages
-  // have run its B.
-  bool near = forward.microbatch < next_backward[local] + policy_.reload_lookahead;
-  for (size_t later = local + 1; near && later < stages_[rank].size(); ++later) {
-    near = next_backward[later] > forward.microbatch;
+  if (backward_is_near(next_backward, local, forward.microbatch, policy_.reload_lookahead)) {
+    return -kNotBack;
   }
-  if (near) return -kNotBack;
   const StageCosts& costs = problem_.stages[forward.stage];
   const double reload = problem_.reload_time(forward.stage);
   const double back_by = backward_ready(forward.stage, forward.microbatch) - reload;

@@ -47,6 +47,12 @@ struct LedgerTransfer {
   double end = 0;
 };
 
+// Whether the B of `microbatch` on a rank's local stage `local` is at most `places` behind that
+// stage's next B (1: it is the next) and its Bs on the rank's later local stages have run, given
+// their next backwards `next_backward`.
+bool backward_is_near(const std::vector<int>& next_backward, size_t local, int microbatch,
+                      int places);
+
 class OffloadLedger {
  public:
   OffloadLedger(const Problem& problem, const ListOffloadPolicy& policy);

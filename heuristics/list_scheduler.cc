@@ -261,7 +261,10 @@ class ListScheduler {
       const bool fits =
           rank.live_bytes + reloading - ledger_->released_by(r, rank.last_end) + bytes <=
           rank.memory_limit;
-      if (!fits && !needed_next(rank, forward)) return false;
+      if (!fits && !backward_is_near(rank.next_backward, local_of_stage_[forward.stage],
+                                     forward.microbatch, 1)) {
+        return false;
+      }
       reloading += bytes;
       return true;
     };
@@ -272,17 +275,6 @@ class ListScheduler {
       rank.live_bytes += bytes;
       order_.ranks[r].push_back(reload.ref);
     }
-  }
-
-  // Whether the B of `forward`'s microbatch on its stage comes next there, after its Bs on the
-  // rank's later stages.
-  bool needed_next(const RankState& rank, const OpRef& forward) const {
-    const size_t local = local_of_stage_[forward.stage];
-    if (rank.next_backward[local] != forward.microbatch) return false;
-    for (size_t later = local + 1; later < rank.stages.size(); ++later) {
-      if (rank.next_backward[later] <= forward.microbatch) return false;
-    }
-    return true;
   }
 
   // The earliest B (stage, microbatch) can become ready: the end of its microbatch's latest
@@ -425,12 +417,11 @@ class ListScheduler {
     reschedule(r, std::max(rank.free_at, end), false);
     wake_successor(ref, end);
     order_.ranks[r].push_back(ref);
-    if (ledger_) {
-      if (ref.op == Op::kForward) rank.on_device.push_back(ref);
-      if (ref.op == Op::kBackwardInput) {
-        std::erase(rank.on_device, OpRef{Op::kForward, ref.stage, ref.microbatch});
-      }
-      if (ref.op == Op::kForward) offload_for_next_forward(r, ref, end);
+    if (ledger_ && ref.op == Op::kForward) {
+      rank.on_device.push_back(ref);
+      offload_for_next_forward(r, ref, end);
+    } else if (ledger_ && ref.op == Op::kBackwardInput) {
+      std::erase(rank.on_device, OpRef{Op::kForward, ref.stage, ref.microbatch});
     }
   }
 
