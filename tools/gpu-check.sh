@@ -1,19 +1,82 @@
 #!/usr/bin/env bash
-# GPU check of the runtime shim (docs/runtime-shim.md): builds with the CUDA backend, runs the
-# shim's tests (CPU backend tests plus CUDA refusal/auto paths on a real device), and measures
-# pinned D2H/H2D bandwidth through the offload engine against a plain cudaMemcpyAsync loop
-# (target: >= 90%). Usage: tools/gpu-check.sh [BUILD_DIR] [MiB per copy] [iterations]
-set -euo pipefail
+# GPU check of the runtime shim (docs/runtime-shim.md, "GPU check"): runs the shim's tests with the
+# CUDA backend on a real device (the CUDA engine and runner tests, the CPU-backend suites, the
+# Python binding with PyTorch's offload hooks on the GPU), compute-sanitizer over the CUDA tests
+# where it is installed, and measures pinned D2H/H2D bandwidth through the offload engine against a
+# plain cudaMemcpyAsync loop (target: >= 90%). Every step runs; the exit status is 1 if any failed.
+#
+#   tools/gpu-check.sh                 build in build-gpu (needs the build dependencies), then check
+#   tools/gpu-check.sh --bundle DIR    build, then copy the programs and the shared libraries they
+#                                      need into DIR, for a GPU machine without those dependencies
+#   tools/gpu-check.sh --run DIR       check with what --bundle put in DIR
+set -uo pipefail
 cd "$(dirname "$0")/.."
-build=${1:-build-gpu}
-mib=${2:-256}
-iterations=${3:-20}
+readonly programs=(cuda_backend_test offload_engine_test opsched_reader_test
+                   runtime_end_to_end_test optpipe_rt_bandwidth)
+mib=${GPU_CHECK_MIB:-256}
+iterations=${GPU_CHECK_ITERATIONS:-20}
 
-nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader || true
-arch=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -1 | tr -d .)
-cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DOPTPIPE_CUDA=ON \
-      ${arch:+-DCMAKE_CUDA_ARCHITECTURES=$arch} >/dev/null
-cmake --build "$build" -j"$(nproc)" --target optpipe_rt optpipe_rt_bandwidth \
-      opsched_reader_test offload_engine_test runtime_end_to_end_test
-ctest --test-dir "$build" -R 'Opsched|Engine|EndToEnd|HostPool|optpipe_rt_python' --output-on-failure
-"$build/bin/optpipe_rt_bandwidth" "$mib" "$iterations"
+build() {
+  local build_dir=$1 arch
+  arch=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -1 | tr -d .)
+  cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release -DOPTPIPE_CUDA=ON \
+        -DCMAKE_CUDA_ARCHITECTURES="${arch:-90}" >/dev/null &&
+    cmake --build "$build_dir" -j"$(nproc)" --target optpipe_rt "${programs[@]}"
+}
+
+bundle() {
+  local build_dir=build-gpu dir=$1
+  build "$build_dir" || exit 1
+  rm -rf "$dir" && mkdir -p "$dir/bin" "$dir/lib" || exit 1
+  for program in "${programs[@]}"; do cp "$build_dir/bin/$program" "$dir/bin/"; done
+  cp "$build_dir/runtime-shim/liboptpipe_rt.so" "$dir/lib/"
+  # Every shared library outside the C/C++ runtime that the programs load (CBC, fmt, cudart, ...).
+  ldd "$dir"/bin/* "$dir/lib/liboptpipe_rt.so" | awk '/=> \// {print $3}' | sort -u |
+    grep -vE '/(libc|libm|libgcc_s|libstdc\+\+|libpthread|libdl|librt|ld-linux[^/]*)\.so' |
+    xargs -r cp -L -t "$dir/lib/"
+  du -sh "$dir"
+}
+
+failures=0
+step() {
+  echo "== $*"
+  if ! "$@"; then
+    echo "!! failed: $*"
+    failures=$((failures + 1))
+  fi
+}
+
+check() {
+  local bin=$1 library=$2
+  nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+  step "$bin/cuda_backend_test"
+  step "$bin/offload_engine_test"
+  step "$bin/opsched_reader_test" --gtest_brief=1
+  step "$bin/runtime_end_to_end_test" --gtest_brief=1
+  step env OPTPIPE_RT_LIBRARY="$library" PYTHONUNBUFFERED=1 \
+       python3 -m unittest discover -s runtime-shim/python/tests -v
+  local sanitizer
+  sanitizer=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+  if [[ -x $sanitizer ]]; then
+    step "$sanitizer" --tool memcheck --error-exitcode 1 "$bin/cuda_backend_test" --gtest_brief=1
+    step "$sanitizer" --tool racecheck --error-exitcode 1 "$bin/cuda_backend_test" \
+         --gtest_brief=1 --gtest_filter='CudaEngine.*'
+  fi
+  step "$bin/optpipe_rt_bandwidth" "$mib" "$iterations"
+  echo "== $failures step(s) failed"
+  [[ $failures == 0 ]]
+}
+
+case ${1:-} in
+  --bundle) bundle "${2:?--bundle DIR}" ;;
+  --run)
+    dir=${2:?--run DIR}
+    export LD_LIBRARY_PATH="$PWD/$dir/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+    check "$dir/bin" "$PWD/$dir/lib/liboptpipe_rt.so"
+    ;;
+  "")
+    build build-gpu || exit 1
+    check build-gpu/bin "$PWD/build-gpu/runtime-shim/liboptpipe_rt.so"
+    ;;
+  *) echo "usage: tools/gpu-check.sh [--bundle DIR | --run DIR]" >&2; exit 2 ;;
+esac

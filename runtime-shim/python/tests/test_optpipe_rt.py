@@ -285,8 +285,107 @@ class TorchOffloadTest(unittest.TestCase):
         return optpipe_rt.Schedule(opsched(ONE_RANK, [0, 0], 2, activation=1 << 20))
 
 
-if __name__ == "__main__":
-    unittest.main()
+
+def one_rank_offloading(microbatches):
+    """One rank, two stages on it; every stage-0 activation is offloaded after its forward and
+    reloaded before the backwards, which run last-microbatch-first (so reloads really wait)."""
+    actions, t = [], 0.0
+    for j in range(microbatches):
+        actions += [(F, 0, j, t, t + 1, 0), (F, 1, j, t + 1, t + 2, 0),
+                    (OFFLOAD, 0, j, t + 1, t + 1.5, NBYTES)]
+        t += 2
+    for j in reversed(range(microbatches)):
+        actions += [(RELOAD, 0, j, t, t + 0.5, NBYTES), (BW, 1, j, t, t + 2, 0),
+                    (BW, 0, j, t + 2, t + 4, 0)]
+        t += 4
+    return [actions]
+
+
+class TorchStages:
+    """Two MLP stages trained on `microbatches` batches in the runner's order. Stage 1's input is a
+    detached copy of stage 0's output (as a pipeline boundary would receive it); its gradient goes
+    back to stage 0's backward. With an offloader, stage 0's saved activations go to the shim."""
+
+    def __init__(self, device, offloader=None, microbatches=4, width=1024, batch=256):
+        import torch
+
+        torch.manual_seed(0)
+        self.stages = [torch.nn.Sequential(torch.nn.Linear(width, 4 * width), torch.nn.GELU(),
+                                           torch.nn.Linear(4 * width, width)).to(device)
+                       for _ in range(2)]
+        self.batches = [torch.randn(batch, width, device=device) for _ in range(microbatches)]
+        self.offloader = offloader
+        if offloader is not None:
+            self.offload_source = offloader.offload_source
+            self.offload_complete = offloader.offload_complete
+            self.reload_target = offloader.reload_target
+        self.heads, self.boundary, self.losses = {}, {}, {}
+
+    def forward(self, s, j):
+        x = self.batches[j] if s == 0 else self.boundary[j]
+        if self.offloader is None:
+            y = self.stages[s](x)
+        else:
+            with self.offloader.forward(s, j):
+                y = self.stages[s](x)
+        if s == 0:
+            self.boundary[j] = y.detach().requires_grad_()
+            self.heads[(s, j)] = y
+        else:
+            loss = y.square().mean()
+            self.losses[j] = loss.detach()
+            self.heads[(s, j)] = loss
+
+    def backward(self, s, j):
+        head = self.heads.pop((s, j))
+        if s == 1:
+            head.backward()
+        else:
+            head.backward(self.boundary.pop(j).grad)
+        if self.offloader is not None:
+            self.offloader.forget(s, j)
+
+    def gradients(self):
+        return [p.grad for stage in self.stages for p in stage.parameters()]
+
+
+@unittest.skipUnless(HAVE_TORCH and torch.cuda.is_available(), "torch with a CUDA device needed")
+class TorchCudaOffloadTest(unittest.TestCase):
+    """tools/gpu-check.sh: the offload hooks on a GPU through the shim's CUDA backend."""
+
+    def test_offloaded_training_step_matches_the_resident_one_with_less_memory(self):
+        from optpipe_rt.torch_offload import ActivationOffloader
+
+        microbatches = 4
+        stream = torch.cuda.current_stream().cuda_stream
+
+        def step(offloader):
+            model = TorchStages("cuda", offloader, microbatches)
+            actions = one_rank_offloading(microbatches)
+            if offloader is None:  # the same order without its transfers
+                actions = [[a for a in actions[0] if a[0] not in (OFFLOAD, RELOAD)]]
+            rank = optpipe_rt.Rank(optpipe_rt.Schedule(opsched(actions, [0, 0], microbatches)),
+                                   0, backend="cuda", cuda_stream=stream,
+                                   host_pool_bytes=256 << 20, verify_checksums=True)
+            self.assertEqual(rank.backend, "cuda")
+            torch.cuda.synchronize()
+            torch.cuda.reset_peak_memory_stats()
+            base = torch.cuda.memory_allocated()
+            rank.run(model)
+            torch.cuda.synchronize()
+            peak = torch.cuda.max_memory_allocated() - base
+            rank.close()
+            return model, peak
+
+        resident, resident_peak = step(None)
+        offloaded, offloaded_peak = step(ActivationOffloader(device="cuda"))
+        for j in range(microbatches):
+            self.assertTrue(torch.equal(offloaded.losses[j], resident.losses[j]), j)
+        for got, want in zip(offloaded.gradients(), resident.gradients()):
+            self.assertTrue(torch.equal(got, want))
+        print(f"\n  peak activation memory: resident {resident_peak / 2**20:.1f} MiB, "
+              f"stage 0 offloaded {offloaded_peak / 2**20:.1f} MiB", file=sys.stderr)
+        self.assertLess(offloaded_peak, resident_peak)
 
 
 class PipeliningCsvTest(unittest.TestCase):
@@ -313,3 +412,7 @@ class PipeliningCsvTest(unittest.TestCase):
         offload_plan(schedule, 0, rows25[0])
         with self.assertRaises(ValueError):
             load_csv("0X1")
+
+
+if __name__ == "__main__":
+    unittest.main()
