@@ -5,8 +5,9 @@ The CSV has compute tokens only (`0F3`, `0I3`, `0W3`, `0B3`; no offload token ex
 offloads and reloads come from the `.opsched` of the same compile. `offload_plan` lines the two up:
 for each compute op of a rank it lists the transfers the schedule issues right after it. A loop
 that executes the CSV (or `torch.distributed.pipelining`'s runtime, through its per-action hooks)
-calls `OffloadDriver.after(op, stage, mb)` after each compute op and `before_backward` /
-`after_backward` around each backward, with an `ActivationOffloader` holding the saved tensors.
+calls `OffloadDriver.before(op, stage, mb)` / `after(op, stage, mb)` around each compute op and
+`before_backward` / `after_backward` around each backward, with an `ActivationOffloader` holding
+the saved tensors.
 No torch import here: the plan is plain Python and tested without torch.
 """
 
@@ -80,12 +81,36 @@ def offload_plan(schedule, rank, csv_actions=None):
 
 class OffloadDriver:
     """Issues a rank's offloads/reloads from `offload_plan` through an `optpipe_rt.Rank` engine,
-    with buffers from an `ActivationOffloader` (optpipe_rt.torch_offload)."""
+    with buffers from an `ActivationOffloader` (optpipe_rt.torch_offload), as the shim's runner
+    does. Call `before(op, stage, mb)` and `after(op, stage, mb)` around each compute op of the
+    loop (op as the CSV names it in optpipe's terms: F, B, W or BW) and `before_backward` /
+    `after_backward` around each backward.
+
+    An offloaded activation's device copy is freed (`offload_complete`) once its copy has ended,
+    seen around each op, and at the latest before the first op or reload that the schedule starts
+    after the offload's predicted end: the memory fence, so device memory stays within what the
+    schedule predicts whatever the real copy speed."""
 
     def __init__(self, rank, offloader, plan):
         self.rank, self.offloader, self.plan = rank, offloader, plan
-        self.offloaded = set()
+        self.offloaded = set()  # until the backward releases it
+        self._copying = {}      # (stage, mb) -> predicted end, while its device copy is held
+        actions = rank.schedule.actions(rank.rank)
+        self._starts = {(op, stage, mb): start for op, stage, mb, start, _, _ in actions}
+        self._offload_ends = {(stage, mb): end for op, stage, mb, _, end, _ in actions
+                              if op == "OFFLOAD"}
         self._run(None)
+
+    def _settle(self, fence=None):
+        """Frees the device copies whose offload has ended; first waits for those the schedule
+        ends by `fence` (a predicted start)."""
+        for key, end in list(self._copying.items()):
+            if fence is not None and end <= fence + 1e-9 * (1 + abs(fence)):
+                self.rank.synchronize(*key)
+            elif not self.rank.done(*key):
+                continue
+            del self._copying[key]
+            self.offloader.offload_complete(*key)
 
     def _run(self, key):
         for op, stage, mb in self.plan.get(key, []):
@@ -93,15 +118,25 @@ class OffloadDriver:
                 ptr, nbytes = self.offloader.offload_source(stage, mb)
                 self.rank.offload(stage, mb, ptr, nbytes)
                 self.offloaded.add((stage, mb))
+                self._copying[(stage, mb)] = self._offload_ends[(stage, mb)]
             else:
-                self.rank.synchronize(stage, mb)  # the offload has ended: free the device copy
-                self.offloader.offload_complete(stage, mb)
+                self._settle(self._starts[("RELOAD", stage, mb)])
                 nbytes = self.offloader._packed_size(stage, mb)
                 self.rank.reload(stage, mb, self.offloader.reload_target(stage, mb, nbytes))
 
+    def _compute_key(self, op, stage, microbatch, fused_part):
+        # A 2.5 CSV runs the schedule's fused BW as B then W: B starts it, W ends it.
+        key = (op, stage, microbatch)
+        return ("BW", stage, microbatch) if key not in self._starts and op == fused_part else key
+
+    def before(self, op, stage, microbatch):
+        """Call before each compute op: the memory fence for the allocations it makes."""
+        self._settle(self._starts.get(self._compute_key(op, stage, microbatch, "B")))
+
     def after(self, op, stage, microbatch):
-        """Call after each compute op (op in Op.NAMES: F, B, W, BW)."""
-        self._run((op, stage, microbatch))
+        """Call after each compute op: issues the transfers the schedule starts after it."""
+        self._settle()
+        self._run(self._compute_key(op, stage, microbatch, "W"))
 
     def before_backward(self, stage, microbatch):
         if (stage, microbatch) in self.offloaded:

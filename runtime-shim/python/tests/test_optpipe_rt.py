@@ -286,6 +286,51 @@ class TorchOffloadTest(unittest.TestCase):
 
 
 
+def drive_like_a_csv_loop(rank, trainer, offloader):
+    """What a loop executing the exported CSV does with `OffloadDriver`: the schedule's compute
+    ops in order, the driver's hooks around each."""
+    from optpipe_rt.torch_pipelining import OffloadDriver, offload_plan
+
+    driver = OffloadDriver(rank, offloader, offload_plan(rank.schedule, rank.rank))
+    for op, stage, mb, *_ in rank.schedule.actions(rank.rank):
+        if op not in ("F", "BW"):
+            continue
+        driver.before(op, stage, mb)
+        if op == "F":
+            trainer.forward(stage, mb)
+        else:
+            driver.before_backward(stage, mb)
+            trainer.backward(stage, mb)
+            driver.after_backward(stage, mb)
+        driver.after(op, stage, mb)
+
+
+class OffloadDriverTest(unittest.TestCase):
+    def test_frees_a_device_copy_by_the_first_forward_after_its_predicted_end(self):
+        class Logged(Trainer):
+            def offload_complete(self, s, j):
+                super().offload_complete(s, j)
+                self.log.append(("FREED", s, j))
+
+            def _packed_size(self, s, j):
+                return NBYTES
+
+        schedule = optpipe_rt.Schedule(opsched(ONE_RANK, [0, 0], 2))
+        # 50 ms per copy: OFFLOAD(0, 0) (predicted 1 to 1.5) is still running when F(1, 0) starts
+        # at 1, and the fence before F(0, 1) at 2 waits for it.
+        rank = optpipe_rt.Rank(schedule, 0, backend="cpu",
+                               cpu_emulated_bytes_per_second=NBYTES / 0.05)
+        trainer = Logged()
+        drive_like_a_csv_loop(rank, trainer, trainer)  # backward checks the reloaded bytes
+        log = trainer.log
+        self.assertLess(log.index(("F", 1, 0)), log.index(("FREED", 0, 0)))
+        self.assertLess(log.index(("FREED", 0, 0)), log.index(("F", 0, 1)))
+        self.assertLess(log.index(("FREED", 0, 0)), log.index(("RELOAD", 0, 0)))
+        self.assertEqual([e for e in log if e[0] == "BW"],
+                         [("BW", 1, 0), ("BW", 0, 0), ("BW", 1, 1), ("BW", 0, 1)])
+        self.assertEqual(rank.host_pool_usage()[0], 0)
+
+
 def one_rank_offloading(microbatches):
     """One rank, two stages on it; every stage-0 activation is offloaded after its forward and
     reloaded before the backwards, which run last-microbatch-first (so reloads really wait)."""
@@ -359,7 +404,7 @@ class TorchCudaOffloadTest(unittest.TestCase):
         microbatches = 4
         stream = torch.cuda.current_stream().cuda_stream
 
-        def step(offloader):
+        def step(offloader, run):
             model = TorchStages("cuda", offloader, microbatches)
             actions = one_rank_offloading(microbatches)
             if offloader is None:  # the same order without its transfers
@@ -371,21 +416,30 @@ class TorchCudaOffloadTest(unittest.TestCase):
             torch.cuda.synchronize()
             torch.cuda.reset_peak_memory_stats()
             base = torch.cuda.memory_allocated()
-            rank.run(model)
+            run(rank, model, offloader)
             torch.cuda.synchronize()
             peak = torch.cuda.max_memory_allocated() - base
             rank.close()
             return model, peak
 
-        resident, resident_peak = step(None)
-        offloaded, offloaded_peak = step(ActivationOffloader(device="cuda"))
-        for j in range(microbatches):
-            self.assertTrue(torch.equal(offloaded.losses[j], resident.losses[j]), j)
-        for got, want in zip(offloaded.gradients(), resident.gradients()):
-            self.assertTrue(torch.equal(got, want))
-        print(f"\n  peak activation memory: resident {resident_peak / 2**20:.1f} MiB, "
-              f"stage 0 offloaded {offloaded_peak / 2**20:.1f} MiB", file=sys.stderr)
-        self.assertLess(offloaded_peak, resident_peak)
+        def by_the_runner(rank, model, _offloader):
+            rank.run(model)
+
+        def by_the_csv_driver(rank, model, offloader):
+            drive_like_a_csv_loop(rank, model, offloader)
+
+        resident, resident_peak = step(None, by_the_runner)
+        peaks = {}
+        for name, run in (("runner", by_the_runner), ("CSV driver", by_the_csv_driver)):
+            offloaded, peaks[name] = step(ActivationOffloader(device="cuda"), run)
+            for j in range(microbatches):
+                self.assertTrue(torch.equal(offloaded.losses[j], resident.losses[j]), (name, j))
+            for got, want in zip(offloaded.gradients(), resident.gradients()):
+                self.assertTrue(torch.equal(got, want), name)
+            self.assertLess(peaks[name], resident_peak, name)
+        print(f"\n  peak activation memory: resident {resident_peak / 2**20:.1f} MiB, stage 0 "
+              f"offloaded by the runner {peaks['runner'] / 2**20:.1f} MiB, by the CSV driver "
+              f"{peaks['CSV driver'] / 2**20:.1f} MiB", file=sys.stderr)
 
 
 class PipeliningCsvTest(unittest.TestCase):
