@@ -2,18 +2,20 @@
 // wait for the work issued on the trainer's compute stream, the compute stream waits for a reload,
 // bytes come back identical in both channel modes, and a compiled offloading schedule runs with
 // one rank thread per pipeline rank, each on its own stream, every backward reading back exactly
-// its forward's activation.
+// its forward's activation; the measured profile it writes compiles again.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <memory>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "compiler/opsched.h"
+#include "compiler/profile.h"
 #include "compiler/simulator.h"
 #include "compiler/validator.h"
 #include "heuristics/registry.h"
@@ -186,18 +188,30 @@ struct RankTrainer {
   size_t index(int s, int j) const { return stage_slot[s] * microbatches + j; }
 };
 
+// Stream time of at least the op's duration (ms), which the shim's timing recorder must see.
+constexpr int kForwardMs = 2, kBackwardMs = 3;
+
+cudaError_t occupy(cudaStream_t stream, int ms) {
+  static constexpr auto sleep = [](void* ms) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(reinterpret_cast<intptr_t>(ms)));
+  };
+  return cudaLaunchHostFunc(stream, sleep, reinterpret_cast<void*>(intptr_t{ms}));
+}
+
 int trainer_forward(void* user, int s, int j) {
   auto* t = static_cast<RankTrainer*>(user);
   const auto& bytes = t->patterns[t->index(s, j)];
-  return cudaMemcpyAsync(t->activations[t->index(s, j)]->ptr, bytes.data(), bytes.size(),
-                         cudaMemcpyHostToDevice, t->stream) == cudaSuccess
-             ? 0
-             : 1;
+  const bool issued =
+      occupy(t->stream, kForwardMs) == cudaSuccess &&
+      cudaMemcpyAsync(t->activations[t->index(s, j)]->ptr, bytes.data(), bytes.size(),
+                      cudaMemcpyHostToDevice, t->stream) == cudaSuccess;
+  return issued ? 0 : 1;
 }
 
 int trainer_backward(void* user, int s, int j) {
   auto* t = static_cast<RankTrainer*>(user);
-  if (cudaMemcpyAsync(t->readback.data(), t->activations[t->index(s, j)]->ptr, t->readback.size(),
+  if (occupy(t->stream, kBackwardMs) != cudaSuccess ||
+      cudaMemcpyAsync(t->readback.data(), t->activations[t->index(s, j)]->ptr, t->readback.size(),
                       cudaMemcpyDeviceToHost, t->stream) != cudaSuccess ||
       cudaStreamSynchronize(t->stream) != cudaSuccess) {
     return 1;
@@ -300,11 +314,33 @@ TEST(CudaRunner, RunsACompiledOffloadingScheduleWithOneThreadPerRank) {
     EXPECT_EQ(trainers[r].checked, kIterations * trainers[r].stages * microbatches);
     EXPECT_EQ(trainers[r].mismatches, 0) << "rank " << r;
     offloads += trainers[r].offloads;
-    optpipe_rt_rank_close(handles[r]);
   }
   EXPECT_EQ(offloads, kIterations * scheduled_offloads);
   std::printf("  %d ranks x %d iterations on one GPU: %d offloads, every reload identical\n", ranks,
               kIterations, offloads);
+
+  // The timing recorder (events on the compute streams) closes the profile -> compile loop: the
+  // measured profile reads back with each op's stream time, and AdaOffload compiles it.
+  const std::string path = ::testing::TempDir() + "/cuda-measured-profile.json";
+  ASSERT_RT(optpipe_rt_write_measured_profile(handles.data(), handles.size(), "cuda-measured",
+                                              path.c_str()));
+  const optpipe::Problem measured = optpipe::load_profile(path);
+  std::remove(path.c_str());
+  ASSERT_EQ(measured.num_stages(), problem.num_stages());
+  ASSERT_TRUE(measured.offload.has_value());
+  EXPECT_GT(measured.offload->d2h_bytes_per_time, 1e6);  // bytes per ms: above 1 GB/s
+  for (const optpipe::StageCosts& stage : measured.stages) {
+    EXPECT_GE(stage.forward, kForwardMs);
+    EXPECT_GE(stage.backward_input, kBackwardMs);
+    EXPECT_LT(stage.backward_weight, stage.forward);  // W issues no work here
+  }
+  std::printf("  measured: F %.2f ms, B %.2f ms, W %.3f ms, D2H %.1f GB/s (stage 0)\n",
+              measured.stages[0].forward, measured.stages[0].backward_input,
+              measured.stages[0].backward_weight, measured.offload->d2h_bytes_per_time / 1e6);
+  const optpipe::Schedule recompiled =
+      optpipe::simulate_within_budget(measured, adaoffload->build(measured), "adaoffload");
+  EXPECT_FALSE(optpipe::validate(measured, recompiled));
+  for (optpipe_rt_rank* handle : handles) optpipe_rt_rank_close(handle);
   optpipe_rt_schedule_close(opened);
 }
 
