@@ -286,23 +286,27 @@ class TorchOffloadTest(unittest.TestCase):
 
 
 
-def drive_like_a_csv_loop(rank, trainer, offloader):
+def drive_like_a_csv_loop(rank, trainer, offloader, dialect="2.6"):
     """What a loop executing the exported CSV does with `OffloadDriver`: the schedule's compute
-    ops in order, the driver's hooks around each."""
+    ops in order, the driver's hooks around each. A 2.5 CSV has no fused token: BW runs as B, W."""
     from optpipe_rt.torch_pipelining import OffloadDriver, offload_plan
 
     driver = OffloadDriver(rank, offloader, offload_plan(rank.schedule, rank.rank))
     for op, stage, mb, *_ in rank.schedule.actions(rank.rank):
-        if op not in ("F", "BW"):
-            continue
-        driver.before(op, stage, mb)
         if op == "F":
+            driver.before("F", stage, mb)
             trainer.forward(stage, mb)
-        else:
+            driver.after("F", stage, mb)
+        elif op == "BW":
+            parts = ["BW"] if dialect == "2.6" else ["B", "W"]
+            driver.before(parts[0], stage, mb)
             driver.before_backward(stage, mb)
             trainer.backward(stage, mb)
             driver.after_backward(stage, mb)
-        driver.after(op, stage, mb)
+            driver.after(parts[0], stage, mb)
+            if len(parts) == 2:  # W: the weight gradient, already in the fused backward here
+                driver.before("W", stage, mb)
+                driver.after("W", stage, mb)
 
 
 class OffloadDriverTest(unittest.TestCase):
@@ -315,20 +319,31 @@ class OffloadDriverTest(unittest.TestCase):
             def _packed_size(self, s, j):
                 return NBYTES
 
-        schedule = optpipe_rt.Schedule(opsched(ONE_RANK, [0, 0], 2))
-        # 50 ms per copy: OFFLOAD(0, 0) (predicted 1 to 1.5) is still running when F(1, 0) starts
-        # at 1, and the fence before F(0, 1) at 2 waits for it.
-        rank = optpipe_rt.Rank(schedule, 0, backend="cpu",
-                               cpu_emulated_bytes_per_second=NBYTES / 0.05)
-        trainer = Logged()
-        drive_like_a_csv_loop(rank, trainer, trainer)  # backward checks the reloaded bytes
-        log = trainer.log
-        self.assertLess(log.index(("F", 1, 0)), log.index(("FREED", 0, 0)))
-        self.assertLess(log.index(("FREED", 0, 0)), log.index(("F", 0, 1)))
-        self.assertLess(log.index(("FREED", 0, 0)), log.index(("RELOAD", 0, 0)))
-        self.assertEqual([e for e in log if e[0] == "BW"],
-                         [("BW", 1, 0), ("BW", 0, 0), ("BW", 1, 1), ("BW", 0, 1)])
-        self.assertEqual(rank.host_pool_usage()[0], 0)
+        # ONE_RANK with stage 0's microbatch 1 offloaded too, reloaded after BW(0, 0), which a
+        # 2.5 CSV runs as B then W.
+        actions = [(F, 0, 0, 0, 1, 0), (F, 1, 0, 1, 2, 0), (OFFLOAD, 0, 0, 1, 1.5, NBYTES),
+                   (F, 0, 1, 2, 3, 0), (F, 1, 1, 3, 4, 0), (OFFLOAD, 0, 1, 3, 3.5, NBYTES),
+                   (RELOAD, 0, 0, 4, 4.5, NBYTES), (BW, 1, 0, 4, 6, 0), (BW, 0, 0, 6, 8, 0),
+                   (RELOAD, 0, 1, 8, 8.5, NBYTES), (BW, 1, 1, 8, 10, 0), (BW, 0, 1, 10, 12, 0)]
+        schedule = optpipe_rt.Schedule(opsched([actions], [0, 0], 2))
+        for dialect in ("2.6", "2.5"):
+            # 50 ms per copy: OFFLOAD(0, 0) (predicted 1 to 1.5) is still running when F(1, 0)
+            # starts at 1, and the fence before F(0, 1) at 2 waits for it.
+            rank = optpipe_rt.Rank(schedule, 0, backend="cpu",
+                                   cpu_emulated_bytes_per_second=NBYTES / 0.05)
+            trainer = Logged()
+            drive_like_a_csv_loop(rank, trainer, trainer, dialect)  # B checks the reloaded bytes
+            log = trainer.log
+            self.assertLess(log.index(("F", 1, 0)), log.index(("FREED", 0, 0)), dialect)
+            self.assertLess(log.index(("FREED", 0, 0)), log.index(("F", 0, 1)), dialect)
+            self.assertLess(log.index(("F", 1, 1)), log.index(("RELOAD", 0, 0)), dialect)
+            self.assertLess(log.index(("RELOAD", 0, 0)), log.index(("BW", 1, 0)), dialect)
+            self.assertLess(log.index(("BW", 0, 0)), log.index(("RELOAD", 0, 1)), dialect)
+            self.assertLess(log.index(("RELOAD", 0, 1)), log.index(("BW", 1, 1)), dialect)
+            self.assertEqual([e for e in log if e[0] == "BW"],
+                             [("BW", 1, 0), ("BW", 0, 0), ("BW", 1, 1), ("BW", 0, 1)])
+            self.assertEqual(rank.host_pool_usage()[0], 0)
+            rank.close()
 
 
 def one_rank_offloading(microbatches):
