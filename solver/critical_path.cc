@@ -74,7 +74,12 @@ std::vector<CriticalPair> critical_pairs(const Problem& problem, const Schedule&
         if (!next) next = before;
       }
     }
-    if (!next) next = waited_for(problem, schedule.ranks[rank], *at);
+    if (!next) {
+      next = waited_for(problem, schedule.ranks[rank], *at);
+      // A transfer held back by the action listed before it: issued before that one instead,
+      // it can start earlier.
+      if (next && !is_compute(at->ref.op)) pairs.push_back({rank, next->ref, at->ref});
+    }
     at = next;
   }
   return pairs;

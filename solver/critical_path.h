@@ -2,7 +2,7 @@
 // action that ends last, each action's start is set by a dependency, by its rank's previous
 // compute op, under the memory fence by the end of an offload that made room for it, or, for a
 // transfer, by the compute op after which it was issued or the transfer before it on its channel.
-// The local search reorders the pairs of compute ops that meet on it, the moves that can shorten
+// The local search reorders the pairs of actions that meet on it, the moves that can shorten
 // the makespan (as in job-shop scheduling, where only swaps on a critical block can).
 #pragma once
 
@@ -13,8 +13,9 @@
 
 namespace optpipe {
 
-// Two compute ops of one rank, back to back on the critical path: `after` starts when `before`
-// ends.
+// Two actions of one rank, back to back on the critical path: `after` starts when `before` ends.
+// Either two compute ops, or a transfer and the action listed before it that held it back (the
+// compute op after which it was issued, or the transfer before it on its channel).
 struct CriticalPair {
   int rank;
   OpRef before;

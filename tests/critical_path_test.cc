@@ -1,5 +1,5 @@
 // The critical path: from the action that ends last back to the start, through dependencies,
-// ranks' previous compute ops and the offloads an allocation waited for.
+// ranks' previous compute ops, the offloads an allocation waited for and what held a transfer.
 #include "solver/critical_path.h"
 
 #include <gtest/gtest.h>
@@ -51,7 +51,8 @@ TEST(CriticalPath, CrossesRanksAlongDependencies) {
 }
 
 // One rank with room for one activation: F1 waits for OFFLOAD0, so the path runs F1 <- OFFLOAD0
-// <- F0, and F0 -> F1 is no pair: F1 did not wait for F0 to end.
+// <- F0, and F0 -> F1 is no pair: F1 did not wait for F0 to end. RELOAD0, issued after BW1, waits
+// for it to end: listed before BW1, it could run beside it, so the two are a pair.
 TEST(CriticalPath, FollowsTheOffloadAnAllocationWaitedFor) {
   Problem p = uniform_problem(1, 1, 2);
   p.offload = OffloadLink{1000, 1000, ChannelMode::kDuplex, {0}};
@@ -65,6 +66,7 @@ TEST(CriticalPath, FollowsTheOffloadAnAllocationWaitedFor) {
   const auto pairs = as_tuples(critical_pairs(p, simulate_within_budget(p, order, "fenced")));
   // F0 [0,1], OFFLOAD0 [1,2], F1 [2,3], BW1 [3,5], RELOAD0 [5,6], BW0 [6,8].
   const std::vector<std::tuple<int, OpRef, OpRef>> expected = {
+      {0, {Op::kBackward, 0, 1}, {Op::kReload, 0, 0}},
       {0, {Op::kForward, 0, 1}, {Op::kBackward, 0, 1}}};
   EXPECT_EQ(pairs, expected);
 }
