@@ -34,6 +34,14 @@ bool gpu_present() {
   return cudaGetDeviceCount(&count) == cudaSuccess && count > 0;
 }
 
+// Holds `stream` for `ms` milliseconds (a host function), as a long kernel would.
+cudaError_t occupy(cudaStream_t stream, int ms) {
+  static constexpr auto sleep = [](void* ms) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(reinterpret_cast<intptr_t>(ms)));
+  };
+  return cudaLaunchHostFunc(stream, sleep, reinterpret_cast<void*>(intptr_t{ms}));
+}
+
 // Distinct bytes per (stage, microbatch), so a copy of the wrong buffer or a stale one shows.
 std::vector<uint8_t> pattern(size_t n, int stage, int microbatch) {
   std::vector<uint8_t> v(n);
@@ -44,7 +52,9 @@ std::vector<uint8_t> pattern(size_t n, int stage, int microbatch) {
 }
 
 struct DeviceBuffer {
-  explicit DeviceBuffer(size_t bytes) { cudaMalloc(&ptr, bytes); }
+  explicit DeviceBuffer(size_t bytes) {
+    if (cudaMalloc(&ptr, bytes) != cudaSuccess) ptr = nullptr;  // the test asserts on it
+  }
   ~DeviceBuffer() { cudaFree(ptr); }
   DeviceBuffer(const DeviceBuffer&) = delete;
   DeviceBuffer& operator=(const DeviceBuffer&) = delete;
@@ -54,7 +64,10 @@ struct DeviceBuffer {
 // Pinned host memory: copies from it are asynchronous, so the compute stream really is busy.
 struct PinnedBuffer {
   explicit PinnedBuffer(const std::vector<uint8_t>& bytes) : size(bytes.size()) {
-    cudaHostAlloc(&ptr, size, cudaHostAllocDefault);
+    if (cudaHostAlloc(&ptr, size, cudaHostAllocDefault) != cudaSuccess) {
+      ptr = nullptr;  // the test asserts on it
+      return;
+    }
     std::copy(bytes.begin(), bytes.end(), static_cast<uint8_t*>(ptr));
   }
   ~PinnedBuffer() { cudaFreeHost(ptr); }
@@ -109,13 +122,12 @@ TEST(CudaEngine, CopiesFollowTheComputeStreamAndReloadsComeBackIdentical) {
     const std::vector<uint8_t> a0 = pattern(kActivationBytes, 0, 0),
                                b0 = pattern(kActivationBytes, 0, 1);
     const PinnedBuffer a_source(a0), b_source(b0);
+    ASSERT_TRUE(a.ptr && b.ptr && a_source.ptr && b_source.ptr) << "device or pinned allocation";
     // The compute stream is still busy (a 20 ms host function, then the writes) when the
     // offloads are issued: each copy must wait for that work, not read what was there before.
     ASSERT_CUDA(cudaMemsetAsync(a.ptr, 0, kActivationBytes, compute.stream));
     ASSERT_CUDA(cudaMemsetAsync(b.ptr, 0, kActivationBytes, compute.stream));
-    ASSERT_CUDA(cudaLaunchHostFunc(
-        compute.stream, [](void*) { std::this_thread::sleep_for(std::chrono::milliseconds(20)); },
-        nullptr));
+    ASSERT_CUDA(occupy(compute.stream, 20));
     ASSERT_CUDA(cudaMemcpyAsync(a.ptr, a_source.ptr, kActivationBytes, cudaMemcpyHostToDevice,
                                 compute.stream));
     ASSERT_CUDA(cudaMemcpyAsync(b.ptr, b_source.ptr, kActivationBytes, cudaMemcpyHostToDevice,
@@ -190,13 +202,6 @@ struct RankTrainer {
 
 // Stream time of at least the op's duration (ms), which the shim's timing recorder must see.
 constexpr int kForwardMs = 2, kBackwardMs = 3;
-
-cudaError_t occupy(cudaStream_t stream, int ms) {
-  static constexpr auto sleep = [](void* ms) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(reinterpret_cast<intptr_t>(ms)));
-  };
-  return cudaLaunchHostFunc(stream, sleep, reinterpret_cast<void*>(intptr_t{ms}));
-}
 
 int trainer_forward(void* user, int s, int j) {
   auto* t = static_cast<RankTrainer*>(user);
@@ -284,6 +289,7 @@ TEST(CudaRunner, RunsACompiledOffloadingScheduleWithOneThreadPerRank) {
       for (int j = 0; j < microbatches; ++j) {
         t.patterns.push_back(pattern(kActivationBytes, static_cast<int>(s), j));
         buffers.push_back(std::make_unique<DeviceBuffer>(kActivationBytes));
+        ASSERT_NE(buffers.back()->ptr, nullptr) << "device allocation";
         t.activations.push_back(buffers.back().get());
       }
     }
