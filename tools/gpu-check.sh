@@ -70,9 +70,9 @@ check() {
 case ${1:-} in
   --bundle) bundle "${2:?--bundle DIR}" ;;
   --run)
-    dir=${2:?--run DIR}
-    export LD_LIBRARY_PATH="$PWD/$dir/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-    check "$dir/bin" "$PWD/$dir/lib/liboptpipe_rt.so"
+    dir=$(cd "${2:?--run DIR}" && pwd) || exit 2
+    export LD_LIBRARY_PATH="$dir/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+    check "$dir/bin" "$dir/lib/liboptpipe_rt.so"
     ;;
   "")
     build build-gpu || exit 1

@@ -182,17 +182,19 @@ optpipe::Problem offloading_problem() {
   optpipe::Problem problem = optpipe::testing::uniform_problem(4, 2, 8, costs);
   problem.offload = optpipe::OffloadLink{
       kActivationBytes / 0.5, kActivationBytes / 0.5, optpipe::ChannelMode::kDuplex, {0, 1, 2, 3}};
-  for (auto& budget : problem.budget_bytes) budget = (1 << 20) + 5 * int64_t{kActivationBytes};
+  for (int r = 0; r < problem.ranks; ++r) {
+    problem.budget_bytes[r] = problem.static_bytes[r] + 5 * int64_t{kActivationBytes};
+  }
   return problem;
 }
 
-// One rank's trainer: F writes its activation on the rank's stream from a pinned pattern; an
+// One rank's trainer: F writes its activation on the rank's stream from a host pattern; an
 // offloaded activation's device buffer is poisoned once the shim says the copy ended; B reads the
 // activation back on the stream (after the shim's wait) and compares it with the pattern.
 struct RankTrainer {
   cudaStream_t stream = nullptr;
-  std::vector<std::vector<uint8_t>> patterns;  // per (stage slot, microbatch)
-  std::vector<DeviceBuffer*> activations;
+  std::vector<std::vector<uint8_t>> patterns;              // per (stage slot, microbatch)
+  std::vector<std::unique_ptr<DeviceBuffer>> activations;  // per (stage slot, microbatch)
   std::vector<uint8_t> readback;
   int stages = 0, microbatches = 0, checked = 0, mismatches = 0, offloads = 0;
   std::vector<int> stage_slot;  // global stage -> index among this rank's stages, or -1
@@ -275,7 +277,6 @@ TEST(CudaRunner, RunsACompiledOffloadingScheduleWithOneThreadPerRank) {
   const int ranks = problem.ranks, microbatches = problem.microbatches;
   std::vector<Stream> streams(ranks);
   std::vector<RankTrainer> trainers(ranks);
-  std::vector<std::unique_ptr<DeviceBuffer>> buffers;
   std::vector<optpipe_rt_rank*> handles(ranks, nullptr);
   for (int r = 0; r < ranks; ++r) {
     RankTrainer& t = trainers[r];
@@ -288,9 +289,8 @@ TEST(CudaRunner, RunsACompiledOffloadingScheduleWithOneThreadPerRank) {
       t.stage_slot[s] = t.stages++;
       for (int j = 0; j < microbatches; ++j) {
         t.patterns.push_back(pattern(kActivationBytes, static_cast<int>(s), j));
-        buffers.push_back(std::make_unique<DeviceBuffer>(kActivationBytes));
-        ASSERT_NE(buffers.back()->ptr, nullptr) << "device allocation";
-        t.activations.push_back(buffers.back().get());
+        t.activations.push_back(std::make_unique<DeviceBuffer>(kActivationBytes));
+        ASSERT_NE(t.activations.back()->ptr, nullptr) << "device allocation";
       }
     }
     optpipe_rt_config config;
