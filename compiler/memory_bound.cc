@@ -14,14 +14,24 @@ namespace {
 constexpr double kInfinity = RankMemoryNeed::kInfinity;
 
 // The copy channels of one link group: its ranks' transfers run within [head, makespan - tail]
-// after the first op's start.
+// after the first op's start. On duplex channels each offload is followed by its reload and each
+// reload preceded by its offload, so each direction loses one least transfer of the other.
 struct CopyLink {
-  double bytes_per_time = 0;
+  double d2h_bytes_per_time = 0;
+  double h2d_bytes_per_time = 0;
+  bool shared = false;
   double head = kInfinity;
   double tail = kInfinity;
+  double least_bytes = kInfinity;
 
   double capacity(double makespan) const {
-    return bytes_per_time * std::max(0.0, makespan - head - tail);
+    const double window = makespan - head - tail;
+    if (shared) {
+      return std::max(0.0, window) / (1 / d2h_bytes_per_time + 1 / h2d_bytes_per_time);
+    }
+    const double offloads = d2h_bytes_per_time * (window - least_bytes / h2d_bytes_per_time);
+    const double reloads = h2d_bytes_per_time * (window - least_bytes / d2h_bytes_per_time);
+    return std::max(0.0, std::min(offloads, reloads));
   }
 };
 
@@ -46,11 +56,16 @@ struct MemoryRelaxation {
       if (need.offloads()) {
         const auto [it, added] =
             link_of_channel.try_emplace(channel_of(problem, r, Op::kOffload), links.size());
-        if (added) links.push_back({copy_bytes_per_time(problem, r)});
+        if (added) {
+          const OffloadLink& offload = *problem.offload;
+          links.push_back({offload.d2h_bytes_per_time, offload.h2d_bytes_per_time,
+                           offload.channels == ChannelMode::kShared});
+        }
         rank.link = it->second;
         CopyLink& link = links[rank.link];
         link.head = std::min(link.head, need.transfer_head);
         link.tail = std::min(link.tail, need.transfer_tail);
+        link.least_bytes = std::min(link.least_bytes, need.least_transfer_bytes);
       }
       ranks.push_back(std::move(rank));
     }

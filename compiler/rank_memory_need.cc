@@ -171,6 +171,7 @@ RankMemoryNeed rank_memory_need(const Problem& problem, const MicrobatchPaths& p
     if (offloads) {
       need.transfer_head = std::min(need.transfer_head, paths.forward_offset[s] + c.forward);
       need.transfer_tail = std::min(need.transfer_tail, paths.backward_tail[s]);
+      need.least_transfer_bytes = std::min(need.least_transfer_bytes, bytes);
     }
   }
   if (least_activation != std::numeric_limits<int64_t>::max()) {

@@ -77,6 +77,9 @@ struct RankMemoryNeed {
   // the backwards down to stage 0 and W(0) follow).
   double transfer_head = kInfinity;
   double transfer_tail = kInfinity;
+  // The least bytes one of those offloads moves: on duplex channels each offload's reload
+  // follows it, and each reload's offload precedes it, for at least that many bytes' time.
+  double least_transfer_bytes = kInfinity;
   // What the rank's copy channels move per time unit at most, alone on them (0 without a link).
   double copy_bytes_per_time = 0;
 
