@@ -24,17 +24,37 @@ std::mutex& cbc_mutex() {
 
 // Keeps the best integer solution CBC reports, starting from the MIP start. CBC's own
 // bestSolution() after CbcMain1 is not reliable (it can hold an LP solution), so the result is
-// taken from here, and each vector is checked for integrality before it counts.
+// taken from here, and each vector is checked for integrality before it counts. Stops the solve
+// at any event once the caller asks it to.
 class IncumbentTracker : public CbcEventHandler {
  public:
   IncumbentTracker(const LinearModel& model, std::vector<double> start,
-                   const IncumbentCallback* callback)
-      : state_(std::make_shared<State>()), model_data_(&model), callback_(callback) {
+                   const IncumbentCallback* callback, const std::function<bool()>* stop_requested)
+      : state_(std::make_shared<State>()),
+        model_data_(&model),
+        callback_(callback),
+        stop_requested_(stop_requested) {
     state_->best_objective = objective_of(start);
     state_->best = std::move(start);
   }
 
   CbcAction event(CbcEvent which) override {
+    const CbcAction action = track(which);
+    return action == noAction && *stop_requested_ && (*stop_requested_)() ? stop : action;
+  }
+  CbcEventHandler* clone() const override { return new IncumbentTracker(*this); }
+
+  const std::vector<double>& best() const { return state_->best; }
+  double best_objective() const { return state_->best_objective; }
+
+ private:
+  struct State {
+    std::mutex mutex;
+    std::vector<double> best;
+    double best_objective = 0;
+  };
+
+  CbcAction track(CbcEvent which) {
     if (which != solution && which != heuristicSolution) return noAction;
     // CBC's heuristics run sub-models (smallBranchAndBound) with this handler and columns of
     // their own; their solutions reach the main model, and this handler, afterwards.
@@ -51,17 +71,6 @@ class IncumbentTracker : public CbcEventHandler {
     if (*callback_) (*callback_)(candidate, objective);
     return noAction;
   }
-  CbcEventHandler* clone() const override { return new IncumbentTracker(*this); }
-
-  const std::vector<double>& best() const { return state_->best; }
-  double best_objective() const { return state_->best_objective; }
-
- private:
-  struct State {
-    std::mutex mutex;
-    std::vector<double> best;
-    double best_objective = 0;
-  };
 
   double objective_of(const std::vector<double>& x) const {
     double value = 0;
@@ -80,6 +89,7 @@ class IncumbentTracker : public CbcEventHandler {
   std::shared_ptr<State> state_;  // shared with the clones CBC makes for its threads
   const LinearModel* model_data_;
   const IncumbentCallback* callback_;
+  const std::function<bool()>* stop_requested_;
 };
 
 // Rows with larger coefficients are divided by their largest: memory rows, which count bytes
@@ -169,7 +179,7 @@ SolveResult solve_with_cbc(const LinearModel& model, const std::vector<double>& 
     mip_start.emplace_back(model.columns[j].name, start[j]);
   }
   cbc.setMIPStart(mip_start);
-  IncumbentTracker tracker(model, start, &on_incumbent);
+  IncumbentTracker tracker(model, start, &on_incumbent, &options.stop_requested);
   cbc.passInEventHandler(&tracker);
 
   const std::string seconds = fmt::format("{:.3f}", std::max(0.05, options.time_limit_seconds));

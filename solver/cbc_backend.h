@@ -14,6 +14,9 @@ struct CbcOptions {
   double time_limit_seconds = 60;
   int threads = 0;  // 0: serial (CBC's -threads 1 is one worker thread, not serial)
   bool verbose = false;
+  // Asked after each node and incumbent (from CBC's threads): true stops the solve there, with
+  // the best incumbent so far.
+  std::function<bool()> stop_requested = nullptr;
 };
 
 enum class SolveStatus { kOptimal, kFeasible, kInfeasible, kNoSolution };

@@ -95,10 +95,10 @@ class Search {
     best_makespan_ = makespan_of(seed);
     problem_bound_ = options_.lower_bound ? *options_.lower_bound : makespan_lower_bound(problem_);
     stats_.bound = problem_bound_.value;
-    if (proven_optimal()) return finish();  // the seed meets the lower bound
+    if (done()) return finish();  // the seed meets the lower bound (or the target gap)
     if (options_.local_search) {
       explore_offloading_policies(kPolicyShare * options_.time_limit_seconds);
-      if (proven_optimal()) return finish();
+      if (done()) return finish();
     }
     const bool moves = moves_activations(best_);
     if (!improved_) {  // else order_ and current_ are the best policy's
@@ -111,13 +111,13 @@ class Search {
     if (options_.local_search) {
       if (whole) {  // small problems: CBC proves them before the search could
         solve_whole(kProbeShare * remaining());
-        if (proven_optimal()) return finish();
+        if (done()) return finish();
       }
       // The whole share even where climbs stall: kicked climbs escape basins that CBC,
       // started from them, does not (docs/solver.md).
       const bool cbc_follows = whole || !moves;
       climb(cbc_follows ? kSearchShare * remaining() : remaining());
-      if (proven_optimal()) return finish();
+      if (done()) return finish();
     }
     if (whole) {
       solve_whole(remaining());
@@ -132,7 +132,7 @@ class Search {
     }
     // CBC may hand back time: windows too large to try, an order the search gave transfers (no
     // windows), a whole order solved early. The search climbs on with it.
-    if (options_.local_search && !proven_optimal() && remaining() > 0) {
+    if (options_.local_search && !done() && remaining() > 0) {
       climb(remaining());
     }
     return finish();
@@ -195,7 +195,7 @@ class Search {
         fastest_policies(offloading_policy_neighbourhood(problem_),
                          elapsed() + kNeighbourhoodShare * seconds, kDescents, kNoLimit);
     for (RatedPolicy current : starts) {
-      while (elapsed() < deadline && !proven_optimal()) {
+      while (elapsed() < deadline && !done()) {
         std::vector<RatedPolicy> better = fastest_policies(
             rank_limit_neighbours(problem_, current.policy), deadline, 1, current.makespan);
         if (better.empty()) break;  // a local optimum: the next start
@@ -220,7 +220,7 @@ class Search {
     std::atomic<size_t> next = 0;
     run_workers(workers(), [&](int) {
       for (size_t i = next++; i < policies.size(); i = next++) {
-        if (elapsed() >= deadline || proven_optimal()) return;
+        if (elapsed() >= deadline || done()) return;
         ListPolicy policy = policies[i];
         policy.abandon_above_makespan = limit;
         std::optional<OffloadedSchedule> candidate = list_candidate(problem_, policy, "milp");
@@ -260,7 +260,7 @@ class Search {
         if (!search) return;  // the order re-timed does not reproduce a valid schedule
         if (round > 0) search->perturb(kKickMoves);
         for (size_t unsuccessful = 0; unsuccessful < patience; ++unsuccessful) {
-          if (elapsed() >= deadline || proven_optimal()) return;
+          if (elapsed() >= deadline || done()) return;
           if (!search->step()) continue;
           unsuccessful = 0;
           if (search->makespan() < best_makespan_ - kImprovement) {
@@ -283,7 +283,7 @@ class Search {
   int workers() const { return std::max(1, options_.threads); }
 
   CbcOptions cbc_options(double limit) const {
-    return {std::max(0.05, limit), options_.threads, options_.verbose};
+    return {std::max(0.05, limit), options_.threads, options_.verbose, [this] { return done(); }};
   }
 
   // The best order and its timing in the form the order model admits as its MIP start: the
@@ -328,7 +328,7 @@ class Search {
   // stays small enough for CBC to finish its root within the limit.
   void slide_windows() {
     int width = std::max(1, options_.window_microbatches);
-    while (window_fits() && !proven_optimal()) {
+    while (window_fits() && !done()) {
       bool improved = false;
       bool too_large = false;
       const int stride = std::max(1, width / 2);
@@ -340,7 +340,7 @@ class Search {
           continue;
         }
         improved |= improve_window(start, window, width);
-        if (proven_optimal()) return;
+        if (done()) return;
       }
       if (!improved) {
         if (too_large || width >= problem_.microbatches) return;
@@ -375,9 +375,19 @@ class Search {
     return best_makespan_ <= stats_.bound * (1 + 10 * kRoundingMargin) + kImprovement;
   }
 
+  // Whether the search may stop before its time limit: proven optimal, or within the target gap.
+  bool done() const {
+    return proven_optimal() ||
+           (options_.target_gap > 0 && best_makespan_ <= stats_.bound * (1 + options_.target_gap));
+  }
+
   OptimizeResult finish() {
     if (stats_.status.empty()) {
       stats_.status = proven_optimal() ? "optimal" : improved_ ? "improved" : "seed_kept";
+    }
+    if (stats_.status != "optimal" && done()) {
+      stats_.note =
+          fmt::format("stopped within the target gap of {:g}%", 100 * options_.target_gap);
     }
     stats_.objective = best_makespan_;
     stats_.gap = stats_.bound > 0 ? best_makespan_ / stats_.bound - 1 : 0;

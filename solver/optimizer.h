@@ -20,6 +20,9 @@ namespace optpipe {
 
 struct OptimizerOptions {
   double time_limit_seconds = 60;
+  // Stop once the best makespan is within this fraction of the lower bound (0.01: 1% above it);
+  // 0: only at the time limit or a proven optimum.
+  double target_gap = 0;
   // Workers for the list policies and the local search, and CBC's threads; 0 or 1: serial.
   int threads = 0;
   bool verbose = false;

@@ -84,6 +84,28 @@ TEST_F(CliTest, UnknownMethodAndBadFlagExitTwo) {
   EXPECT_EQ(lines(r.err), 1) << r.err;
 }
 
+TEST_F(CliTest, NegativeOrNonNumericLimitsExitTwoNamingTheRule) {
+  for (const char* flag : {"--time-limit -1", "--gap nan", "--gap 1%", "--time-limit inf"}) {
+    const CommandResult r = run("optpipe-compile", example("gpt-4rank.json") + " " + flag);
+    EXPECT_EQ(r.exit_code, 2) << flag;
+    EXPECT_EQ(lines(r.err), 1) << r.err;
+    EXPECT_NE(r.err.find("must be a number >= 0"), std::string::npos) << r.err;
+  }
+}
+
+// The 52 GiB budget makes the generators' best (AdaOffload) 5.4% longer than the bound: a 10%
+// target gap returns it at once instead of searching for the 60 s default.
+TEST_F(CliTest, TargetGapStopsTheOptimiserEarly) {
+  const CommandResult r =
+      run("optpipe-compile", example("gpt-8rank.json") + " --memory-budget 52GiB --gap 0.1 -o " +
+                                 path("s.json") + " --summary-json -");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto solver = nlohmann::json::parse(r.out)["solver"];
+  EXPECT_LT(solver["seconds"].get<double>(), 5);
+  EXPECT_LE(solver["gap"].get<double>(), 0.1);
+  EXPECT_EQ(solver["note"], "stopped within the target gap of 10%");
+}
+
 TEST_F(CliTest, BudgetBelowStaticExitsTwoAndTooSmallBudgetExitsThree) {
   CommandResult r = run("optpipe-compile", example("gpt-4rank.json") + " --memory-budget 10GiB");
   EXPECT_EQ(r.exit_code, 2);

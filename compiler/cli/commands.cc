@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <chrono>
+#include <cmath>
 #include <filesystem>
 #include <iostream>
 #include <limits>
@@ -53,6 +54,21 @@ void add_budget_option(CLI::App& app, std::string& budget) {
                  "Per-rank memory budget overriding the profile's, e.g. 60GiB or 64000000000");
 }
 
+// CLI11's NonNegativeNumber names the largest double in its message; this names the rule.
+const CLI::Validator kFiniteNonNegative(
+    [](std::string& input) -> std::string {
+      double value = -1;
+      size_t used = 0;
+      try {
+        value = std::stod(input, &used);
+      } catch (const std::exception&) {
+        used = 0;
+      }
+      if (used == input.size() && std::isfinite(value) && value >= 0) return "";
+      return fmt::format("must be a number >= 0, got {}", input);
+    },
+    "NUMBER >= 0");
+
 std::string default_output_path(const std::string& profile_path, const std::string& format) {
   return std::filesystem::path(profile_path).stem().string() +
          (format == "bin" ? ".opsched" : ".schedule.json");
@@ -76,6 +92,7 @@ struct CompileArgs {
   SummaryOutput summary;
   bool quiet = false;
   double time_limit_seconds = 60;
+  double gap = 0;
   int threads = 0;
   bool verbose = false;
   std::string torch_csv;  // --export-torch-csv
@@ -116,6 +133,7 @@ CompileOptions compile_options(const CompileArgs& args, const Problem& problem,
   CompileOptions options;
   options.method = args.method;
   options.optimizer.time_limit_seconds = args.time_limit_seconds;
+  options.optimizer.target_gap = args.gap;
   options.optimizer.threads = args.threads;
   options.optimizer.verbose = args.verbose;
   options.cache_dir = args.cache_dir;
@@ -217,7 +235,11 @@ CommandRunner add_compile_command(CLI::App& app) {
   add_summary_option(app, args->summary);
   app.add_option("--time-limit", args->time_limit_seconds,
                  "Seconds the optimiser may run (auto, milp; default 60, 0 skips it)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(kFiniteNonNegative);
+  app.add_option("--gap", args->gap,
+                 "Stop the optimiser once the makespan is within this fraction of the lower "
+                 "bound, e.g. 0.01 for 1% (default 0: at the time limit or a proven optimum)")
+      ->check(kFiniteNonNegative);
   app.add_option("--threads", args->threads,
                  "Optimiser threads: list policies and local search workers, and CBC's threads "
                  "(default 0: serial)")
