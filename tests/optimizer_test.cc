@@ -146,8 +146,8 @@ TEST(Optimizer, ASeedWithinTheTargetGapIsReturnedAtOnce) {
 }
 
 // CBC stops at the first incumbent within the target gap. Serial CBC on this whole order finds
-// 27.6, 27.1, 26.9, ... and proves 25.0 (the bound) after about 1800 nodes; 10% above the bound
-// is 27.5, so it stops at 27.1.
+// 27.6, 27.1, 26.9, ... and proves 25.0 (the bound) after about 1800 nodes (14 s); 10% above the
+// bound is 27.5, so it stops at 27.1, without a proof.
 TEST(Optimizer, CbcStopsAtTheFirstIncumbentWithinTheTargetGap) {
   Problem p = uniform_problem(4, 1, 6, {1, 1.3, 0.7, 1000, 300});
   p.stages[3].forward = 1.6;
@@ -156,8 +156,9 @@ TEST(Optimizer, CbcStopsAtTheFirstIncumbentWithinTheTargetGap) {
       optimize(p, seed, {.time_limit_seconds = 120, .target_gap = 0.1, .local_search = false},
                [&](const Schedule& s, const Metrics&) { EXPECT_FALSE(validate(p, s)); });
   ASSERT_NEAR(result.stats.bound, 25.0, 1e-9);
-  EXPECT_NEAR(result.stats.objective, 27.1, 1e-9);
+  EXPECT_LE(result.stats.objective, 27.5 + 1e-9);
   EXPECT_EQ(result.stats.status, "improved");
+  EXPECT_LT(result.stats.nodes, 1000);
   EXPECT_EQ(result.stats.note, "stopped within the target gap of 10%");
   EXPECT_FALSE(validate(p, result.schedule));
 }
