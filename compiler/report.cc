@@ -29,6 +29,14 @@ std::string summary_table(const Problem& problem, const std::string& method,
   return out;
 }
 
+std::string solver_line(const SolverStats& solver) {
+  std::string line = fmt::format(
+      "optimiser: {} in {:.1f} s ({} of {} CBC windows improved, {} nodes)", solver.status,
+      solver.seconds, solver.windows_improved, solver.windows, solver.nodes);
+  if (!solver.note.empty()) line += "; " + solver.note;
+  return line + "\n";
+}
+
 nlohmann::json summary_json(const Problem& problem, const std::string& method,
                             const Metrics& metrics, const SolverStats* solver) {
   nlohmann::json ranks = nlohmann::json::array();

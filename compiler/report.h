@@ -15,6 +15,10 @@ namespace optpipe {
 std::string summary_table(const Problem& problem, const std::string& method,
                           const Metrics& metrics);
 
+// One line on the optimiser's run: its status, seconds, CBC's windows and nodes, and what
+// stopped or limited it (SolverStats::note).
+std::string solver_line(const SolverStats& solver);
+
 // method, feasible, makespan, span, idle_fraction, bubble_rate, lower_bound, gap, time_unit,
 // ranks: [{rank, busy, span, peak_bytes, budget_bytes}], solver (null when it did not run).
 nlohmann::json summary_json(const Problem& problem, const std::string& method,

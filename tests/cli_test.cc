@@ -104,6 +104,8 @@ TEST_F(CliTest, TargetGapStopsTheOptimiserEarly) {
   EXPECT_LT(solver["seconds"].get<double>(), 5);
   EXPECT_LE(solver["gap"].get<double>(), 0.1);
   EXPECT_EQ(solver["note"], "stopped within the target gap of 10%");
+  EXPECT_NE(r.err.find("optimiser: seed_kept in"), std::string::npos) << r.err;  // the table
+  EXPECT_NE(r.err.find("; stopped within the target gap of 10%\n"), std::string::npos) << r.err;
 }
 
 TEST_F(CliTest, BudgetBelowStaticExitsTwoAndTooSmallBudgetExitsThree) {

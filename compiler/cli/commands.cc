@@ -165,6 +165,7 @@ int run_compile(const CompileArgs& args) {
   if (!args.quiet) {
     std::ostream& out = args.summary.table_stream();
     out << summary_table(problem, best.method, best.metrics);
+    if (solver) out << solver_line(*solver);
     if (result.ranking.size() > 1) out << ranking_table(result, to_string(problem.time_unit));
     out << "schedule written to " << output << "\n";
   }
