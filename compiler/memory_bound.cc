@@ -14,26 +14,28 @@ namespace {
 constexpr double kInfinity = RankMemoryNeed::kInfinity;
 
 // The copy channels of one link group: its ranks' transfers run within [head, makespan - tail]
-// after the first op's start. On duplex channels each offload is followed by its reload and each
-// reload preceded by its offload, so each direction loses one least transfer of the other.
+// after the first op's start. On duplex channels every offload is followed by its own reload and
+// every reload preceded by its own offload, so the slower direction's channel has the window less
+// one least transfer of the other direction.
 struct CopyLink {
-  double d2h_bytes_per_time = 0;
-  double h2d_bytes_per_time = 0;
-  bool shared = false;
+  double bytes_per_time = 0;
   double head = kInfinity;
   double tail = kInfinity;
-  double least_bytes = kInfinity;
+  double turnaround = kInfinity;
 
   double capacity(double makespan) const {
-    const double window = makespan - head - tail;
-    if (shared) {
-      return std::max(0.0, window) / (1 / d2h_bytes_per_time + 1 / h2d_bytes_per_time);
-    }
-    const double offloads = d2h_bytes_per_time * (window - least_bytes / h2d_bytes_per_time);
-    const double reloads = h2d_bytes_per_time * (window - least_bytes / d2h_bytes_per_time);
-    return std::max(0.0, std::min(offloads, reloads));
+    return bytes_per_time * std::max(0.0, makespan - head - tail - turnaround);
   }
 };
+
+// What the slower channel of a duplex link loses to the other direction: the rank's least
+// transfer in the faster direction (the group's channels lose the least of its ranks'). Nothing
+// on a shared channel, which carries both directions anyway.
+double turnaround(const Problem& problem, int rank, const RankMemoryNeed& need) {
+  if (channel_of(problem, rank, Op::kOffload) == channel_of(problem, rank, Op::kReload)) return 0;
+  const OffloadLink& link = *problem.offload;
+  return need.least_transfer_bytes / std::max(link.d2h_bytes_per_time, link.h2d_bytes_per_time);
+}
 
 // The relaxation of docs/semantics.md: fractional offloads per (rank, stage), recompute wherever
 // it saves more.
@@ -56,16 +58,12 @@ struct MemoryRelaxation {
       if (need.offloads()) {
         const auto [it, added] =
             link_of_channel.try_emplace(channel_of(problem, r, Op::kOffload), links.size());
-        if (added) {
-          const OffloadLink& offload = *problem.offload;
-          links.push_back({offload.d2h_bytes_per_time, offload.h2d_bytes_per_time,
-                           offload.channels == ChannelMode::kShared});
-        }
+        if (added) links.push_back({copy_bytes_per_time(problem, r)});
         rank.link = it->second;
         CopyLink& link = links[rank.link];
         link.head = std::min(link.head, need.transfer_head);
         link.tail = std::min(link.tail, need.transfer_tail);
-        link.least_bytes = std::min(link.least_bytes, need.least_transfer_bytes);
+        link.turnaround = std::min(link.turnaround, turnaround(problem, r, need));
       }
       ranks.push_back(std::move(rank));
     }

@@ -51,6 +51,11 @@ TEST(MemoryBound, HandComputedWithADuplexLink) {
   // The D2H and H2D channels each carry 250 bytes per time unit in (C - 3 - 4):
   // 320000 - 3000 C <= 10 x 250 (C - 7)  =>  C >= 337500 / 5500 = 675 / 11.
   EXPECT_NEAR(memory_bound(with_link(tiny_problem(), ChannelMode::kDuplex)), 675.0 / 11, 1e-9);
+  // Offloads twice as fast (2 each): an offload saves 1000 x (20 - 1 - 2 - 4 - 1) = 12 per byte,
+  // and the slower H2D channel gives up one offload: 320000 - 3000 C <= 12 x 250 (C - 3 - 2).
+  Problem faster_down = with_link(tiny_problem(), ChannelMode::kDuplex);
+  faster_down.offload->d2h_bytes_per_time = 500;
+  EXPECT_NEAR(memory_bound(faster_down), 335000.0 / 6000, 1e-9);
 }
 
 TEST(MemoryBound, HandComputedWithASharedLink) {
