@@ -5,10 +5,12 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <exception>
 #include <limits>
 #include <mutex>
 #include <optional>
+#include <stop_token>
 #include <thread>
 #include <vector>
 
@@ -95,10 +97,20 @@ class Search {
     best_makespan_ = makespan_of(seed);
     problem_bound_ = options_.lower_bound ? *options_.lower_bound : makespan_lower_bound(problem_);
     stats_.bound = problem_bound_.value;
-    if (done()) return finish();  // the seed meets the lower bound (or the target gap)
+    {
+      std::jthread ticker;
+      if (options_.on_progress) ticker = std::jthread([this](std::stop_token stop) { tick(stop); });
+      search();
+    }  // the ticker has stopped
+    return finish();
+  }
+
+ private:
+  void search() {
+    if (done()) return;  // the seed meets the lower bound (or the target gap)
     if (options_.local_search) {
       explore_offloading_policies(kPolicyShare * options_.time_limit_seconds);
-      if (done()) return finish();
+      if (done()) return;
     }
     const bool moves = moves_activations(best_);
     if (!improved_) {  // else order_ and current_ are the best policy's
@@ -111,13 +123,13 @@ class Search {
     if (options_.local_search) {
       if (whole) {  // small problems: CBC proves them before the search could
         solve_whole(kProbeShare * remaining());
-        if (done()) return finish();
+        if (done()) return;
       }
       // The whole share even where climbs stall: kicked climbs escape basins that CBC,
       // started from them, does not (docs/solver.md).
       const bool cbc_follows = whole || !moves;
       climb(cbc_follows ? kSearchShare * remaining() : remaining());
-      if (done()) return finish();
+      if (done()) return;
     }
     if (whole) {
       solve_whole(remaining());
@@ -135,14 +147,29 @@ class Search {
     if (options_.local_search && !done() && remaining() > 0) {
       climb(remaining());
     }
-    return finish();
   }
 
- private:
   double elapsed() const {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
   }
   double remaining() const { return options_.time_limit_seconds - elapsed(); }
+
+  // Reports the search's state whenever it has reported nothing for a progress interval, until
+  // asked to stop.
+  void tick(const std::stop_token& stop) {
+    std::mutex mutex;
+    std::condition_variable_any wake;
+    const auto interval = std::chrono::duration<double>(options_.progress_interval_seconds);
+    std::unique_lock wait_lock(mutex);
+    while (true) {
+      wake.wait_for(wait_lock, stop, interval, [] { return false; });
+      if (stop.stop_requested()) return;
+      const std::lock_guard lock(best_mutex_);
+      if (elapsed() - last_report_ < 0.99 * interval.count()) continue;
+      last_report_ = elapsed();
+      options_.on_progress({last_report_, best_makespan_, stats_.bound});
+    }
+  }
 
   // Times `order` with the simulator (no action before its `not_before`, if given, else each
   // allocation waiting for the offloads that make room for it) and keeps it when it validates and
@@ -181,6 +208,7 @@ class Search {
     improved_ = true;
     order_ = order;
     current_ = std::move(candidate);
+    last_report_ = elapsed();
     if (on_improvement_) on_improvement_(best_, metrics);
     return true;
   }
@@ -315,6 +343,7 @@ class Search {
       stats_.note = "the MILP runs R right before its B, so its bound holds for that form only";
       return;
     }
+    const std::lock_guard lock(best_mutex_);  // the ticker reads the bound
     stats_.bound = std::max(stats_.bound, result.bound);
     if (result.status == SolveStatus::kOptimal) {
       // Proven: nothing beats the optimum, whatever the simulator's re-timing gained on top.
@@ -399,7 +428,9 @@ class Search {
   const OptimizerOptions& options_;
   const ImprovementCallback& on_improvement_;
   std::chrono::steady_clock::time_point started_;
-  std::mutex best_mutex_;  // guards best_, improved_, order_ and current_ while workers run
+  // Guards best_, improved_, order_, current_ and last_report_ while workers run, and the bound
+  // while the ticker runs.
+  std::mutex best_mutex_;
   Schedule best_;
   std::atomic<double> best_makespan_ = 0;
   bool improved_ = false;
@@ -408,6 +439,7 @@ class Search {
   LowerBound problem_bound_;  // the problem's, before CBC's (stats_.bound) rises above it
   SolverStats stats_;
   double longest_window_ = 0;  // wall seconds, model building included
+  double last_report_ = 0;     // seconds of the last improvement or progress report
 };
 
 }  // namespace

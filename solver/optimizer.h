@@ -18,6 +18,14 @@
 
 namespace optpipe {
 
+// The search's state at a moment: its best makespan so far and the best lower bound proven.
+struct SearchProgress {
+  double seconds = 0;
+  double makespan = 0;
+  double bound = 0;
+};
+using ProgressCallback = std::function<void(const SearchProgress& progress)>;
+
 struct OptimizerOptions {
   double time_limit_seconds = 60;
   // Stop once the best makespan is within this fraction of the lower bound (0.01: 1% above it);
@@ -38,6 +46,10 @@ struct OptimizerOptions {
   // makespan_lower_bound(problem), where the caller has it: it takes about 1 s
   // at R = 32, m = 256. Computed here when absent.
   std::optional<LowerBound> lower_bound = std::nullopt;
+  // Called from a timer thread whenever the search has reported nothing (no better schedule, no
+  // progress) for this long, so that a long search shows it is still running.
+  ProgressCallback on_progress = nullptr;
+  double progress_interval_seconds = 10;
 };
 
 struct OptimizeResult {

@@ -9,6 +9,7 @@
 #include <atomic>
 #include <chrono>
 #include <limits>
+#include <mutex>
 #include <optional>
 #include <vector>
 
@@ -161,6 +162,44 @@ TEST(Optimizer, CbcStopsAtTheFirstIncumbentWithinTheTargetGap) {
   EXPECT_LT(result.stats.nodes, 1000);
   EXPECT_EQ(result.stats.note, "stopped within the target gap of 10%");
   EXPECT_FALSE(validate(p, result.schedule));
+}
+
+// A search that reports nothing for a progress interval says where it is: its best makespan so
+// far and the bound, never sooner than an interval after its last report.
+TEST(Optimizer, ReportsProgressWhenNothingBetterComesForAnInterval) {
+  Problem p = uniform_problem(4, 1, 16, {1, 1.3, 0.7, 1000, 300});
+  p.stages[3].forward = 1.6;
+  for (int r = 0; r < p.ranks; ++r) p.budget_bytes[r] = p.static_bytes[r] + 3000;
+  const testing::TimedSchedule seed = run_generator("zb-auto", p);
+  const auto started = std::chrono::steady_clock::now();
+  auto seconds = [&] {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  };
+  std::mutex mutex;
+  std::vector<double> reports;  // seconds of each improvement and progress report
+  std::vector<SearchProgress> progress;
+  double best = makespan_of(seed.schedule);
+  OptimizerOptions options{.time_limit_seconds = 2, .max_ops_per_window = 1};
+  options.progress_interval_seconds = 0.2;
+  options.on_progress = [&](const SearchProgress& at) {
+    const std::lock_guard lock(mutex);
+    EXPECT_GE(seconds() - (reports.empty() ? 0.0 : reports.back()), 0.19);
+    EXPECT_EQ(at.makespan, best);
+    reports.push_back(seconds());
+    progress.push_back(at);
+  };
+  const OptimizeResult result =
+      optimize(p, seed.schedule, options, [&](const Schedule&, const Metrics& metrics) {
+        const std::lock_guard lock(mutex);
+        best = metrics.makespan;
+        reports.push_back(seconds());
+      });
+  ASSERT_FALSE(progress.empty());
+  EXPECT_EQ(progress.back().bound, result.stats.bound);
+  EXPECT_GE(progress.back().makespan, makespan_of(result.schedule));
+  for (size_t i = 1; i < progress.size(); ++i) {
+    EXPECT_GT(progress[i].seconds, progress[i - 1].seconds);
+  }
 }
 
 TEST(Optimizer, TimeLimitHoldsWhenWindowsGrow) {

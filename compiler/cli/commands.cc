@@ -138,15 +138,25 @@ CompileOptions compile_options(const CompileArgs& args, const Problem& problem,
   options.optimizer.verbose = args.verbose;
   options.cache_dir = args.cache_dir;
   const auto started = std::chrono::steady_clock::now();
-  options.on_improvement = [&args, &problem, output, started](const Schedule& schedule,
+  auto seconds = [started] {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  };
+  options.on_improvement = [&args, &problem, output, seconds](const Schedule& schedule,
                                                               const Metrics& reported) {
     write_schedule(args, output, problem, schedule, reported, nullptr);
     if (args.quiet) return;
     args.summary.table_stream() << fmt::format(
-        "[{:7.2f}s] {:<18} makespan {:.3f} {}  bound {:.3f} ({})  gap {:.2f}%\n",
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count(),
+        "[{:7.2f}s] {:<18} makespan {:.3f} {}  bound {:.3f} ({})  gap {:.2f}%\n", seconds(),
         schedule.method, reported.makespan, to_string(problem.time_unit), reported.lower_bound,
         to_string(reported.lower_bound_source), 100 * reported.gap);
+  };
+  // A long search without better schedules still says where it is.
+  options.optimizer.on_progress = [&args, &problem, seconds](const SearchProgress& progress) {
+    if (args.quiet) return;
+    args.summary.table_stream() << fmt::format(
+        "[{:7.2f}s] searching          best     {:.3f} {}  bound {:.3f}  gap {:.2f}%\n", seconds(),
+        progress.makespan, to_string(problem.time_unit), progress.bound,
+        100 * (progress.makespan / progress.bound - 1));
   };
   return options;
 }
