@@ -80,10 +80,22 @@ INSTANTIATE_TEST_SUITE_P(
                       // near 1e9 beside times near 1.
                       SmallCase{2, 4, {1, 1.2, 0.8, 3'400'000'000, 850'000'000}, 3, true}));
 
+// Four ranks whose last stage's F is heavy (1.6 against 1): 1F1B leaves room.
+Problem heavy_last_stage(int microbatches) {
+  Problem p = uniform_problem(4, 1, microbatches, {1, 1.3, 0.7, 1000, 300});
+  p.stages[3].forward = 1.6;
+  return p;
+}
+
+// The same at m = 16 with room for 3 activations per rank: ZB's schedule 66.2, the bound 60.6.
+Problem heavy_last_stage_in_tight_memory() {
+  Problem p = heavy_last_stage(16);
+  for (int r = 0; r < p.ranks; ++r) p.budget_bytes[r] = p.static_bytes[r] + 3000;
+  return p;
+}
+
 TEST(Optimizer, WindowSearchNeverWorseThanSeedAndRespectsTheTimeLimit) {
-  std::mt19937 rng(11);
-  Problem p = uniform_problem(4, 1, 16, {1, 1.3, 0.7, 1000, 300});
-  p.stages[3].forward = 1.6;  // a heavy last stage
+  const Problem p = heavy_last_stage(16);
   const Schedule seed = simulate(p, one_f_one_b_order(p), "1f1b");
   const auto started = std::chrono::steady_clock::now();
   const OptimizeResult result = optimize(
@@ -100,8 +112,7 @@ TEST(Optimizer, WindowSearchNeverWorseThanSeedAndRespectsTheTimeLimit) {
 
 // The same problem: the local search from 1F1B reaches the lower bound, which proves it optimal.
 TEST(Optimizer, LocalSearchReachesTheBoundFromOneFOneB) {
-  Problem p = uniform_problem(4, 1, 16, {1, 1.3, 0.7, 1000, 300});
-  p.stages[3].forward = 1.6;
+  const Problem p = heavy_last_stage(16);
   const Schedule seed = simulate(p, one_f_one_b_order(p), "1f1b");
   // Under a second here; the limit leaves room for sanitizer builds, which run it 10-20x slower.
   const OptimizeResult result =
@@ -112,13 +123,10 @@ TEST(Optimizer, LocalSearchReachesTheBoundFromOneFOneB) {
   EXPECT_EQ(result.stats.windows, 0);  // CBC was not needed
 }
 
-// CBC may hand time back: here no window is small enough to try (room for 3 activations per rank,
-// ZB's schedule 66.2, the bound 60.6). The search then climbs on until the limit; it used to stop
-// once it had handed over, at half the limit.
+// CBC may hand time back: here no window is small enough to try. The search then climbs on until
+// the limit; it used to stop once it had handed over, at half the limit.
 TEST(Optimizer, SearchClimbsOnWithTheTimeCbcLeaves) {
-  Problem p = uniform_problem(4, 1, 16, {1, 1.3, 0.7, 1000, 300});
-  p.stages[3].forward = 1.6;
-  for (int r = 0; r < p.ranks; ++r) p.budget_bytes[r] = p.static_bytes[r] + 3000;
+  const Problem p = heavy_last_stage_in_tight_memory();
   const testing::TimedSchedule seed = run_generator("zb-auto", p);
   ASSERT_FALSE(validate(p, seed.schedule));
   const OptimizeResult result =
@@ -129,12 +137,10 @@ TEST(Optimizer, SearchClimbsOnWithTheTimeCbcLeaves) {
   EXPECT_FALSE(validate(p, result.schedule));
 }
 
-// A seed within the target gap ends the search at once, however long the limit (ZB's 66.2
-// against the bound's 60.6: 9.2% above it).
+// A seed within the target gap ends the search at once, however long the limit (ZB's schedule
+// is 9.2% above the bound).
 TEST(Optimizer, ASeedWithinTheTargetGapIsReturnedAtOnce) {
-  Problem p = uniform_problem(4, 1, 16, {1, 1.3, 0.7, 1000, 300});
-  p.stages[3].forward = 1.6;
-  for (int r = 0; r < p.ranks; ++r) p.budget_bytes[r] = p.static_bytes[r] + 3000;
+  const Problem p = heavy_last_stage_in_tight_memory();
   const testing::TimedSchedule seed = run_generator("zb-auto", p);
   const OptimizeResult result =
       optimize(p, seed.schedule, {.time_limit_seconds = 30, .target_gap = 0.1}, nullptr);
@@ -150,8 +156,7 @@ TEST(Optimizer, ASeedWithinTheTargetGapIsReturnedAtOnce) {
 // 27.6, 27.1, 26.9, ... and proves 25.0 (the bound) after about 1800 nodes (14 s); 10% above the
 // bound is 27.5, so it stops at 27.1, without a proof.
 TEST(Optimizer, CbcStopsAtTheFirstIncumbentWithinTheTargetGap) {
-  Problem p = uniform_problem(4, 1, 6, {1, 1.3, 0.7, 1000, 300});
-  p.stages[3].forward = 1.6;
+  const Problem p = heavy_last_stage(6);
   const Schedule seed = simulate(p, one_f_one_b_order(p), "1f1b");
   const OptimizeResult result =
       optimize(p, seed, {.time_limit_seconds = 120, .target_gap = 0.1, .local_search = false},
@@ -167,9 +172,7 @@ TEST(Optimizer, CbcStopsAtTheFirstIncumbentWithinTheTargetGap) {
 // A search that reports nothing for a progress interval says where it is: its best makespan so
 // far and the bound, never sooner than an interval after its last report.
 TEST(Optimizer, ReportsProgressWhenNothingBetterComesForAnInterval) {
-  Problem p = uniform_problem(4, 1, 16, {1, 1.3, 0.7, 1000, 300});
-  p.stages[3].forward = 1.6;
-  for (int r = 0; r < p.ranks; ++r) p.budget_bytes[r] = p.static_bytes[r] + 3000;
+  const Problem p = heavy_last_stage_in_tight_memory();
   const testing::TimedSchedule seed = run_generator("zb-auto", p);
   const auto started = std::chrono::steady_clock::now();
   auto seconds = [&] {
