@@ -159,15 +159,21 @@ class Search {
   void tick(const std::stop_token& stop) {
     std::mutex mutex;
     std::condition_variable_any wake;
-    const auto interval = std::chrono::duration<double>(options_.progress_interval_seconds);
+    const double interval = options_.progress_interval_seconds;
+    double wait = interval;
     std::unique_lock wait_lock(mutex);
     while (true) {
-      wake.wait_for(wait_lock, stop, interval, [] { return false; });
+      wake.wait_for(wait_lock, stop, std::chrono::duration<double>(wait), [] { return false; });
       if (stop.stop_requested()) return;
       const std::lock_guard lock(best_mutex_);
-      if (elapsed() - last_report_ < 0.99 * interval.count()) continue;
+      const double quiet = elapsed() - last_report_;
+      if (quiet < 0.99 * interval) {  // an improvement was reported meanwhile
+        wait = interval - quiet;
+        continue;
+      }
       last_report_ = elapsed();
       options_.on_progress({last_report_, best_makespan_, stats_.bound});
+      wait = interval;
     }
   }
 
