@@ -28,15 +28,6 @@ struct CopyLink {
   }
 };
 
-// What the slower channel of a duplex link loses to the other direction: the rank's least
-// transfer in the faster direction (the group's channels lose the least of its ranks'). Nothing
-// on a shared channel, which carries both directions anyway.
-double turnaround(const Problem& problem, int rank, const RankMemoryNeed& need) {
-  if (channel_of(problem, rank, Op::kOffload) == channel_of(problem, rank, Op::kReload)) return 0;
-  const OffloadLink& link = *problem.offload;
-  return need.least_transfer_bytes / std::max(link.d2h_bytes_per_time, link.h2d_bytes_per_time);
-}
-
 // The relaxation of docs/semantics.md: fractional offloads per (rank, stage), recompute wherever
 // it saves more.
 struct MemoryRelaxation {
@@ -63,7 +54,7 @@ struct MemoryRelaxation {
         CopyLink& link = links[rank.link];
         link.head = std::min(link.head, need.transfer_head);
         link.tail = std::min(link.tail, need.transfer_tail);
-        link.turnaround = std::min(link.turnaround, turnaround(problem, r, need));
+        link.turnaround = std::min(link.turnaround, need.transfer_turnaround);  // any rank's
       }
       ranks.push_back(std::move(rank));
     }

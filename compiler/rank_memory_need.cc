@@ -50,6 +50,11 @@ double deficit(const Allowance& allowance, double use, double makespan) {
   return use - allowance.per_time * std::max(0.0, makespan - allowance.head - allowance.tail);
 }
 
+// Whether the rank's offloads and reloads share one copy channel.
+bool one_copy_channel(const Problem& problem, int rank) {
+  return channel_of(problem, rank, Op::kOffload) == channel_of(problem, rank, Op::kReload);
+}
+
 }  // namespace
 
 bool Savings::add(double saving, double price, double count) {
@@ -120,9 +125,7 @@ double RankMemoryNeed::total_recompute_time() const {
 double copy_bytes_per_time(const Problem& problem, int rank) {
   const double down = 1 / problem.offload->d2h_bytes_per_time;
   const double up = 1 / problem.offload->h2d_bytes_per_time;
-  const bool shared =
-      channel_of(problem, rank, Op::kOffload) == channel_of(problem, rank, Op::kReload);
-  return 1 / (shared ? down + up : std::max(down, up));
+  return 1 / (one_copy_channel(problem, rank) ? down + up : std::max(down, up));
 }
 
 RankMemoryNeed rank_memory_need(const Problem& problem, const MicrobatchPaths& paths, int rank) {
@@ -130,7 +133,15 @@ RankMemoryNeed rank_memory_need(const Problem& problem, const MicrobatchPaths& p
   RankMemoryNeed need;
   need.area.per_time = static_cast<double>(problem.activation_budget(rank));
   need.area.head = kInfinity;
-  if (problem.offload) need.copy_bytes_per_time = copy_bytes_per_time(problem, rank);
+  // Time per byte of the faster direction's transfer, which a duplex link's slower channel loses.
+  double turnaround_per_byte = 0;
+  if (problem.offload) {
+    need.copy_bytes_per_time = copy_bytes_per_time(problem, rank);
+    if (!one_copy_channel(problem, rank)) {
+      turnaround_per_byte =
+          1 / std::max(problem.offload->d2h_bytes_per_time, problem.offload->h2d_bytes_per_time);
+    }
+  }
   int64_t least_activation = std::numeric_limits<int64_t>::max();
   Allowance slots;
   slots.head = kInfinity;
@@ -171,7 +182,7 @@ RankMemoryNeed rank_memory_need(const Problem& problem, const MicrobatchPaths& p
     if (offloads) {
       need.transfer_head = std::min(need.transfer_head, paths.forward_offset[s] + c.forward);
       need.transfer_tail = std::min(need.transfer_tail, paths.backward_tail[s]);
-      need.least_transfer_bytes = std::min(need.least_transfer_bytes, bytes);
+      need.transfer_turnaround = std::min(need.transfer_turnaround, bytes * turnaround_per_byte);
     }
   }
   if (least_activation != std::numeric_limits<int64_t>::max()) {

@@ -77,9 +77,10 @@ struct RankMemoryNeed {
   // the backwards down to stage 0 and W(0) follow).
   double transfer_head = kInfinity;
   double transfer_tail = kInfinity;
-  // The least bytes one of those offloads moves: on duplex channels each offload's reload
-  // follows it, and each reload's offload precedes it, for at least that many bytes' time.
-  double least_transfer_bytes = kInfinity;
+  // On duplex channels each of those offloads is followed by its reload and each reload preceded
+  // by its offload, so the slower channel loses at least the faster direction's least transfer
+  // of them: this long (0 on a shared channel, which carries both directions).
+  double transfer_turnaround = kInfinity;
   // What the rank's copy channels move per time unit at most, alone on them (0 without a link).
   double copy_bytes_per_time = 0;
 
