@@ -50,6 +50,12 @@ int main(int argc, char** argv) {
       ->delimiter(',');
   app.add_option("--threads", threads, "optimiser threads")->check(CLI::PositiveNumber);
   app.add_option("--only", only, "run only the profiles whose name contains this text");
+  std::vector<double> budgets;
+  app.add_option("--budgets", budgets,
+                 "budgets as fractions of 1F1B's activation peak, overriding the suite's "
+                 "(1 0.75 0.5 0.33; recompute profiles 0.5 0.33 0.2 0.1)")
+      ->delimiter(',')
+      ->check(CLI::PositiveNumber);
   CLI11_PARSE(app, argc, argv);
 
   const SuiteKind kind = suite == "full" ? SuiteKind::kFull : SuiteKind::kQuick;
@@ -66,7 +72,9 @@ int main(int argc, char** argv) {
     if (only.empty() || p.name.find(only) != std::string::npos) profiles.push_back(p);
   }
   size_t total = 0;
-  for (const ProfileSpec& p : profiles) total += budget_fractions(p).size();
+  for (const ProfileSpec& p : profiles) {
+    total += budgets.empty() ? budget_fractions(p).size() : budgets.size();
+  }
   const std::string started = utc_now();
   const auto clock_start = std::chrono::steady_clock::now();
 
@@ -74,7 +82,7 @@ int main(int argc, char** argv) {
     std::filesystem::create_directories(out_dir);
     std::vector<CaseResult> results;
     for (const ProfileSpec& profile : profiles) {
-      for (const BenchCase& bench_case : profile_cases(profile)) {
+      for (const BenchCase& bench_case : profile_cases(profile, budgets)) {
         fmt::print(stderr, "case {}/{}: {} ...", results.size() + 1, total, bench_case.name());
         std::fflush(stderr);
         const auto start = std::chrono::steady_clock::now();

@@ -149,7 +149,8 @@ int64_t one_f_one_b_activation_peak(const Problem& v1_problem) {
   return peak;
 }
 
-std::vector<BenchCase> profile_cases(const ProfileSpec& profile) {
+std::vector<BenchCase> profile_cases(const ProfileSpec& profile,
+                                     const std::vector<double>& fractions) {
   std::vector<Variant> layouts = {
       {"v1", build_problem(profile, 1, PlacementKind::kLoop)},
       {"loop2", build_problem(profile, 2, PlacementKind::kLoop)},
@@ -157,7 +158,7 @@ std::vector<BenchCase> profile_cases(const ProfileSpec& profile) {
   };
   const int64_t peak = one_f_one_b_activation_peak(layouts.front().problem);
   std::vector<BenchCase> cases;
-  for (const double fraction : budget_fractions(profile)) {
+  for (const double fraction : fractions.empty() ? budget_fractions(profile) : fractions) {
     BenchCase c;
     c.profile = profile;
     c.budget_fraction = fraction;

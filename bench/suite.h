@@ -58,7 +58,9 @@ Problem build_problem(const ProfileSpec& profile, int chunks, PlacementKind plac
 // Highest activation bytes (peak - static) over the ranks of the 1f1b generator's schedule.
 int64_t one_f_one_b_activation_peak(const Problem& v1_problem);
 
-// The cases of one profile, one per budget fraction, in suite order.
-std::vector<BenchCase> profile_cases(const ProfileSpec& profile);
+// The cases of one profile, one per budget fraction (of 1F1B's activation peak; empty: the
+// suite's, budget_fractions), in that order.
+std::vector<BenchCase> profile_cases(const ProfileSpec& profile,
+                                     const std::vector<double>& fractions = {});
 
 }  // namespace optpipe::bench

@@ -218,23 +218,32 @@ void search_offloading_lists(const Problem& problem, Search& search) {
     return std::any_of(timed.begin(), timed.end(),
                        [&](const Order& t) { return t.ranks == order.ranks; });
   };
+  auto try_policy = [&](const ListOffloadPolicy& rules, bool later_first, double factor) {
+    ListPolicy policy = offloading_list_policy(problem, rules, later_first, factor);
+    policy.weights = WeightTiming::kGapAware;
+    policy.abandon_above_makespan = search.best_fit_makespan();
+    try {
+      ListOutcome outcome = list_schedule_with_outcome(problem, policy);
+      if (outcome.abandoned || already_timed(outcome.order)) return;
+      timed.push_back(outcome.order);
+      search.offer(time_with_simulator(problem, std::move(outcome.order), kMethod));
+    } catch (const Error&) {
+      // a starved rank under this policy; the others remain
+    }
+  };
   for (bool later_first : {true, false}) {
     if (later_first && problem.chunks_per_rank == 1) continue;
     for (int min_awaiting : {1, 2, 3, 4}) {
-      for (int lookahead : {1, 2}) {
-        ListPolicy policy =
-            offloading_list_policy(problem, {min_awaiting, lookahead, 0.0}, later_first);
-        policy.weights = WeightTiming::kGapAware;
-        policy.abandon_above_makespan = search.best_fit_makespan();
-        try {
-          ListOutcome outcome = list_schedule_with_outcome(problem, policy);
-          if (outcome.abandoned || already_timed(outcome.order)) continue;
-          timed.push_back(outcome.order);
-          search.offer(time_with_simulator(problem, std::move(outcome.order), kMethod));
-        } catch (const Error&) {
-          // a starved rank under this policy; the others remain
-        }
-      }
+      for (int lookahead : {1, 2}) try_policy({min_awaiting, lookahead, 0.0}, later_first, 1.0);
+    }
+  }
+  if (!is_long_pipeline(problem)) return;
+  // Eager offload, its offloads waiting for their channel (shared for long on long pipelines),
+  // 10% under the budget: the ledger's channel times are estimates where ranks share one.
+  for (bool later_first : {true, false}) {
+    if (later_first && problem.chunks_per_rank == 1) continue;
+    for (int min_awaiting : {1, 2}) {
+      try_policy({min_awaiting, 2, channel_wait_unit(problem), true}, later_first, 0.9);
     }
   }
 }

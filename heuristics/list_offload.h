@@ -39,6 +39,10 @@ struct ListOffloadPolicy {
   // An offload waits at most this long for its channel after the compute op it is listed after
   // ends, else the activation stays on the device: a busy link is not worth queueing on.
   double max_channel_wait = 0;
+  // Every activation the rules above let go goes right after its F, not only when the rank's
+  // next F would not fit: memory kept free admits more microbatches, which long pipelines need
+  // to stay busy where each round trip outlasts many forwards.
+  bool eager = false;
 };
 
 // A transfer the ledger scheduled: its action and when it ends.

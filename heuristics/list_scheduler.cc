@@ -419,19 +419,22 @@ class ListScheduler {
     order_.ranks[r].push_back(ref);
     if (ledger_ && ref.op == Op::kForward) {
       rank.on_device.push_back(ref);
-      offload_for_next_forward(r, ref, end);
+      offload_after_forward(r, ref, end);
     } else if (ledger_ && ref.op == Op::kBackwardInput) {
       std::erase(rank.on_device, OpRef{Op::kForward, ref.stage, ref.microbatch});
     }
   }
 
-  // Offload only where memory needs it: another forward would not fit beside this one once the
-  // offloads under way complete. The activations that stay away longest go first.
-  void offload_for_next_forward(int r, const OpRef& forward, double end) {
+  // Offload where memory needs it: another forward would not fit beside this one once the
+  // offloads under way complete; under an eager policy, whatever the ledger lets go. The
+  // activations that stay away longest go first.
+  void offload_after_forward(int r, const OpRef& forward, double end) {
     RankState& rank = ranks_[r];
-    while (!rank.on_device.empty() &&
-           rank.live_bytes - ledger_->released_by(r, kInfinity) + activation(forward.stage) >
-               rank.memory_limit) {
+    const bool eager = policy_.offload->eager;
+    while (
+        !rank.on_device.empty() &&
+        (eager || rank.live_bytes - ledger_->released_by(r, kInfinity) + activation(forward.stage) >
+                      rank.memory_limit)) {
       auto longest = rank.on_device.end();
       double latest_ready = -kInfinity;
       for (auto it = rank.on_device.begin(); it != rank.on_device.end(); ++it) {

@@ -1,11 +1,31 @@
 #include "heuristics/memory_policies.h"
 
 #include <algorithm>
+#include <array>
 #include <limits>
+#include <numeric>
 
 #include "compiler/errors.h"
+#include "compiler/microbatch_paths.h"
 
 namespace optpipe {
+
+namespace {
+
+// Stages from which a pipeline counts as long for the offloading lists' knobs.
+constexpr int kLongPipelineStages = 16;
+
+}  // namespace
+
+bool is_long_pipeline(const Problem& problem) {
+  return problem.num_stages() >= kLongPipelineStages;
+}
+
+double channel_wait_unit(const Problem& problem) {
+  const double forward = problem.stages.front().forward;
+  if (!is_long_pipeline(problem)) return forward;
+  return std::max(forward, microbatch_paths(problem).round_trip.front() / 16);
+}
 
 ListPolicy memory_limited_policy(const Problem& problem, double factor, bool later_chunk_first) {
   ListPolicy policy;
@@ -26,30 +46,50 @@ ListPolicy offloading_list_policy(const Problem& problem, const ListOffloadPolic
 }
 
 std::vector<ListPolicy> offloading_policy_neighbourhood(const Problem& problem) {
+  if (!problem.offload) return {};
+  // Each knob's values, the ones that won most often on the benchmark suite first.
+  const std::vector<double> factors = {1.0, 0.9};
+  const std::vector<double> waits = {0.0, 1.0, 2.0, 0.5};
+  const std::vector<int> lookaheads = {1, 2, 3, 4};
+  const std::vector<int> min_awaitings = {1, 2, 3, 4, 0, 5, 6};
+  const std::vector<bool> later_firsts =
+      problem.chunks_per_rank == 1 ? std::vector<bool>{false} : std::vector<bool>{true, false};
+  const std::vector<bool> backward_firsts = {true, false};
+  const std::vector<WeightTiming> weight_timings = {WeightTiming::kGapAware,
+                                                    WeightTiming::kFillGaps};
+  const std::vector<bool> eagers =
+      is_long_pipeline(problem) ? std::vector<bool>{false, true} : std::vector<bool>{false};
+  const double unit = channel_wait_unit(problem);
+
+  // Every combination, as one index per knob, those whose values come first on every knob
+  // first: a search that has time for a few hundred (R = 32, m = 256) still tries each value.
+  constexpr size_t kKnobs = 8;
+  const std::array<size_t, kKnobs> sizes = {
+      factors.size(),      waits.size(),           lookaheads.size(),     min_awaitings.size(),
+      later_firsts.size(), backward_firsts.size(), weight_timings.size(), eagers.size()};
+  std::vector<std::array<size_t, kKnobs>> combinations;
+  for (std::array<size_t, kKnobs> digits{};;) {
+    combinations.push_back(digits);
+    size_t k = 0;
+    while (k < kKnobs && ++digits[k] == sizes[k]) digits[k++] = 0;
+    if (k == kKnobs) break;
+  }
+  auto rank = [](const std::array<size_t, kKnobs>& digits) {
+    return std::accumulate(digits.begin(), digits.end(), size_t{0});
+  };
+  std::stable_sort(combinations.begin(), combinations.end(),
+                   [&](const auto& a, const auto& b) { return rank(a) < rank(b); });
+
   std::vector<ListPolicy> policies;
-  if (!problem.offload) return policies;
-  std::vector<bool> later_first_options = {true, false};
-  if (problem.chunks_per_rank == 1) later_first_options = {false};
-  // Channel waits in units of the first stage's forward time.
-  const double forward = problem.stages.front().forward;
-  for (double factor : {1.0, 0.9}) {
-    for (double wait : {0.0, 1.0, 2.0, 0.5}) {
-      for (int lookahead : {1, 2, 3, 4}) {
-        for (int min_awaiting : {1, 2, 3, 4, 0, 5, 6}) {
-          for (bool later_first : later_first_options) {
-            for (bool backward_first : {true, false}) {
-              for (WeightTiming weights : {WeightTiming::kGapAware, WeightTiming::kFillGaps}) {
-                ListPolicy policy = offloading_list_policy(
-                    problem, {min_awaiting, lookahead, wait * forward}, later_first, factor);
-                policy.backward_first = backward_first;
-                policy.weights = weights;
-                policies.push_back(std::move(policy));
-              }
-            }
-          }
-        }
-      }
-    }
+  for (const auto& [factor, wait, lookahead, min_awaiting, later_first, backward_first, weights,
+                    eager] : combinations) {
+    ListPolicy policy = offloading_list_policy(
+        problem,
+        {min_awaitings[min_awaiting], lookaheads[lookahead], waits[wait] * unit, eagers[eager]},
+        later_firsts[later_first], factors[factor]);
+    policy.backward_first = backward_firsts[backward_first];
+    policy.weights = weight_timings[weights];
+    policies.push_back(std::move(policy));
   }
   return policies;
 }

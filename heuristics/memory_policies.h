@@ -24,11 +24,23 @@ ListPolicy memory_limited_policy(const Problem& problem, double factor, bool lat
 ListPolicy offloading_list_policy(const Problem& problem, const ListOffloadPolicy& offload,
                                   bool later_chunk_first, double factor = 1);
 
+// Whether the offloading lists also offload eagerly (ListOffloadPolicy::eager): on long
+// pipelines (16 stages or more) a rank must admit many microbatches per round trip of its first
+// stage, which it can only where its offloads have freed memory. On shorter ones eager lists
+// win list runs but lead the optimiser's search into slower basins (docs/methods.md).
+bool is_long_pipeline(const Problem& problem);
+
+// The unit of the offloading lists' channel waits: the first stage's forward, or on long
+// pipelines a 16th of its round trip where that is longer, since ranks sharing a channel there
+// queue their offloads for several forwards.
+double channel_wait_unit(const Problem& problem);
+
 // Offloading list policies over every knob AdaOffload leaves at one value within its
 // sub-second budget: W timing, B or F first, a limit 10% under the budget, how long an offload
-// may wait for its channel, besides the ones it varies (how long-lived an activation must be to
-// go, how early it comes back, which chunk's F first). About 1,800 at two chunks per rank,
-// the knob values that won most often on the benchmark suite first.
+// may wait for its channel, offloading only where memory needs it or eagerly, besides the ones
+// it varies (how long-lived an activation must be to go, how early it comes back, which chunk's
+// F first). About 3,600 at two chunks per rank, the knob values that won most often on the
+// benchmark suite first.
 std::vector<ListPolicy> offloading_policy_neighbourhood(const Problem& problem);
 
 // The neighbours of `policy` (one with per-rank memory limits) in a descent over per-rank limits:

@@ -7,6 +7,8 @@
 #include <cstdlib>
 #include <limits>
 #include <random>
+#include <set>
+#include <string>
 
 #include "compiler/metrics.h"
 #include "compiler/profile.h"
@@ -130,6 +132,28 @@ TEST(OffloadLedger, ReservesTheReloadBeyondWhatTheBackwardsBeforeItFree) {
 
 // The offloading list order of AdaOffload's candidates: it lists a reload before every
 // backward whose activation it offloaded, and timed by the simulator it validates.
+UniformCosts with_weight_grads() {
+  UniformCosts costs;
+  costs.weight_grad_bytes = 200;
+  return costs;
+}
+
+// `problem` with a duplex link of `bytes_per_time` each way per rank, O = 900 of every stage's
+// activation and room for `activation_bytes` of activations per rank.
+Problem offloading_uniform(Problem problem, double bytes_per_time, int64_t activation_bytes) {
+  OffloadLink link;
+  link.d2h_bytes_per_time = bytes_per_time;
+  link.h2d_bytes_per_time = bytes_per_time;
+  link.channels = ChannelMode::kDuplex;
+  for (int r = 0; r < problem.ranks; ++r) link.link_group_of_rank.push_back(r);
+  problem.offload = link;
+  for (StageCosts& stage : problem.stages) stage.offloadable_bytes = 900;
+  for (int r = 0; r < problem.ranks; ++r) {
+    problem.budget_bytes[r] = problem.static_bytes[r] + activation_bytes;
+  }
+  return problem;
+}
+
 TEST(OffloadingListScheduler, ListsAReloadBeforeEachOffloadedBackwardAndValidates) {
   std::mt19937 rng(7);
   int offloaded_problems = 0;
@@ -176,17 +200,9 @@ TEST(OffloadingListScheduler, ListsAReloadBeforeEachOffloadedBackwardAndValidate
 // to host, and it comes back only near its B. The order then keeps more microbatches in flight
 // than memory alone allows and ends sooner.
 TEST(OffloadingListScheduler, OffloadsTheEarlierChunksActivationsWhichLiveLongest) {
-  UniformCosts costs;
-  costs.weight_grad_bytes = 200;
-  Problem problem = uniform_problem(4, 2, 8, costs);
-  OffloadLink link;
-  link.d2h_bytes_per_time = 10000;  // an offload or reload of 900 bytes takes 0.09
-  link.h2d_bytes_per_time = 10000;
-  link.channels = ChannelMode::kDuplex;
-  for (int r = 0; r < problem.ranks; ++r) link.link_group_of_rank.push_back(r);
-  problem.offload = link;
-  for (StageCosts& stage : problem.stages) stage.offloadable_bytes = 900;
-  for (int r = 0; r < problem.ranks; ++r) problem.budget_bytes[r] = problem.static_bytes[r] + 2600;
+  // An offload or reload takes 0.09.
+  const Problem problem =
+      offloading_uniform(uniform_problem(4, 2, 8, with_weight_grads()), 10000, 2600);
 
   ListPolicy policy = offloading_list_policy(problem, {0, 1, 0.0}, true);
   const std::optional<OffloadedSchedule> offloading = list_candidate(problem, policy, "test");
@@ -202,6 +218,65 @@ TEST(OffloadingListScheduler, OffloadsTheEarlierChunksActivationsWhichLiveLonges
   const std::optional<OffloadedSchedule> kept = list_candidate(problem, policy, "test");
   ASSERT_TRUE(kept && kept->fits());
   EXPECT_LT(offloading->makespan, 0.9 * kept->makespan);
+}
+
+// A 16-stage V-shape with room for 4 activations per rank: stage 0's activations are away for a
+// round trip of about 32 forwards, so a rank keeps its pipeline busy only by admitting many
+// microbatches, which it can only where their offloads have freed memory. Offloading only what
+// the next forward needs leaves the memory full of activations that the rank's later forwards
+// then wait behind; offloading eagerly keeps it free.
+TEST(OffloadingListScheduler, EagerOffloadKeepsALongPipelineBusierAtATightBudget) {
+  // An offload or reload takes 0.45.
+  const Problem problem = offloading_uniform(
+      uniform_problem(8, 2, 32, with_weight_grads(), PlacementKind::kVShape), 2000, 4000);
+
+  ListOffloadPolicy rules{0, 2, 0.0};
+  const std::optional<OffloadedSchedule> lazy =
+      list_candidate(problem, offloading_list_policy(problem, rules, true), "test");
+  rules.eager = true;
+  const std::optional<OffloadedSchedule> eager =
+      list_candidate(problem, offloading_list_policy(problem, rules, true), "test");
+  ASSERT_TRUE(lazy && lazy->fits());
+  ASSERT_TRUE(eager && eager->fits());
+  EXPECT_FALSE(validate(problem, eager->schedule));
+  EXPECT_GT(eager->offloads, lazy->offloads);
+  EXPECT_LT(eager->makespan, 0.92 * lazy->makespan);
+}
+
+// A search with time for a few dozen policies (R = 32, m = 256) still varies every knob: the
+// first policies differ from the first one in one knob each. Eager offload and channel waits in
+// round-trip units are for long pipelines only.
+TEST(OffloadingPolicyNeighbourhood, VariesEveryKnobWithinItsFirstPolicies) {
+  auto with_link = [](const Problem& problem) { return offloading_uniform(problem, 2000, 4000); };
+  const Problem long_pipeline = with_link(uniform_problem(8, 2, 32, {}, PlacementKind::kVShape));
+  const std::vector<ListPolicy> policies = offloading_policy_neighbourhood(long_pipeline);
+  ASSERT_GE(policies.size(), 16u);
+  const ListPolicy& first = policies.front();
+  std::set<std::string> varied;
+  for (size_t i = 1; i < 16; ++i) {
+    const ListPolicy& p = policies[i];
+    if (p.memory_limit_bytes != first.memory_limit_bytes) varied.insert("limit");
+    if (p.offload->max_channel_wait != first.offload->max_channel_wait) varied.insert("wait");
+    if (p.offload->reload_lookahead != first.offload->reload_lookahead) varied.insert("lookahead");
+    if (p.offload->min_awaiting != first.offload->min_awaiting) varied.insert("awaiting");
+    if (p.offload->eager != first.offload->eager) varied.insert("eager");
+    if (p.later_chunk_first != first.later_chunk_first) varied.insert("chunk");
+    if (p.backward_first != first.backward_first) varied.insert("backward");
+    if (p.weights != first.weights) varied.insert("weights");
+  }
+  EXPECT_EQ(varied.size(), 8u);
+  // 16 stages of 1 + 1: a round trip of 32, so channel waits come in units of 2 forwards.
+  double longest_wait = 0;
+  for (const ListPolicy& p : policies) {
+    longest_wait = std::max(longest_wait, p.offload->max_channel_wait);
+  }
+  EXPECT_DOUBLE_EQ(longest_wait, 4.0);
+
+  const Problem shorter = with_link(uniform_problem(4, 2, 16, {}, PlacementKind::kVShape));
+  for (const ListPolicy& p : offloading_policy_neighbourhood(shorter)) {
+    EXPECT_FALSE(p.offload->eager);
+    EXPECT_LE(p.offload->max_channel_wait, 2.0);
+  }
 }
 
 // The example's 25 GB/s link is shared by pairs of ranks and cannot carry every in-flight
