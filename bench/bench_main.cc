@@ -55,7 +55,7 @@ int main(int argc, char** argv) {
                  "budgets as fractions of 1F1B's activation peak, overriding the suite's "
                  "(1 0.75 0.5 0.33; recompute profiles 0.5 0.33 0.2 0.1)")
       ->delimiter(',')
-      ->check(CLI::PositiveNumber);
+      ->check(CLI::Range(0.001, 100.0));
   CLI11_PARSE(app, argc, argv);
 
   const SuiteKind kind = suite == "full" ? SuiteKind::kFull : SuiteKind::kQuick;
