@@ -62,7 +62,8 @@ std::vector<ListPolicy> offloading_policy_neighbourhood(const Problem& problem) 
   const double unit = channel_wait_unit(problem);
 
   // Every combination, as one index per knob, those whose values come first on every knob
-  // first: a search that has time for a few hundred (R = 32, m = 256) still tries each value.
+  // first: a search that has time for a few dozen runs (R = 32, m = 256) still varies every
+  // knob.
   constexpr size_t kKnobs = 8;
   const std::array<size_t, kKnobs> sizes = {
       factors.size(),      waits.size(),           lookaheads.size(),     min_awaitings.size(),

@@ -36,11 +36,12 @@ bool is_long_pipeline(const Problem& problem);
 double channel_wait_unit(const Problem& problem);
 
 // Offloading list policies over every knob AdaOffload leaves at one value within its
-// sub-second budget: W timing, B or F first, a limit 10% under the budget, how long an offload
-// may wait for its channel, offloading only where memory needs it or eagerly, besides the ones
-// it varies (how long-lived an activation must be to go, how early it comes back, which chunk's
-// F first). About 3,600 at two chunks per rank, the knob values that won most often on the
-// benchmark suite first.
+// sub-second budget (W timing, B or F first, a limit 10% under the budget, how long an offload
+// may wait for its channel; on long pipelines offloading only where memory needs it or
+// eagerly) besides the ones it varies (how long-lived an activation must be to go, how early it
+// comes back, which chunk's F first). About 1,800 at two chunks per rank (3,600 on long
+// pipelines). Each knob's values that won most often on the benchmark suite come first, and the
+// policies whose values come first on every knob come first.
 std::vector<ListPolicy> offloading_policy_neighbourhood(const Problem& problem);
 
 // The neighbours of `policy` (one with per-rank memory limits) in a descent over per-rank limits:
