@@ -155,44 +155,46 @@ Problem offloading_uniform(Problem problem, double bytes_per_time, int64_t activ
 }
 
 TEST(OffloadingListScheduler, ListsAReloadBeforeEachOffloadedBackwardAndValidates) {
-  std::mt19937 rng(7);
-  int offloaded_problems = 0;
-  for (int trial = 0; trial < 100; ++trial) {
-    Problem problem = testing::random_problem(rng);
-    if (!problem.offload) continue;
-    for (int r = 0; r < problem.ranks;
-         ++r) {  // a third of the activation memory of the ample budget
-      problem.budget_bytes[r] =
-          problem.static_bytes[r] + (problem.budget_bytes[r] - problem.static_bytes[r]) / 3;
-    }
-    ListPolicy policy;
-    for (int r = 0; r < problem.ranks; ++r) {
-      policy.memory_limit_bytes.push_back(problem.activation_budget(r));
-    }
-    policy.offload = ListOffloadPolicy{1, 1, 0.0};
-    const Order order = list_schedule(problem, policy);
-    int offloads = 0;
-    for (const auto& refs : order.ranks) {
-      std::vector<OpRef> seen;
-      for (const OpRef& ref : refs) {
-        if (ref.op == Op::kOffload) ++offloads;
-        if (ref.op == Op::kBackwardInput) {
-          const bool was_offloaded =
-              std::count(seen.begin(), seen.end(), OpRef{Op::kOffload, ref.stage, ref.microbatch});
-          const bool reloaded =
-              std::count(seen.begin(), seen.end(), OpRef{Op::kReload, ref.stage, ref.microbatch});
-          EXPECT_EQ(was_offloaded, reloaded) << describe(ref);
-        }
-        seen.push_back(ref);
+  for (bool eager : {false, true}) {
+    SCOPED_TRACE(eager ? "eager" : "where memory needs it");
+    std::mt19937 rng(7);
+    int offloaded_problems = 0;
+    for (int trial = 0; trial < 100; ++trial) {
+      Problem problem = testing::random_problem(rng);
+      if (!problem.offload) continue;
+      for (int r = 0; r < problem.ranks; ++r) {  // a third of the ample budget's activations
+        problem.budget_bytes[r] =
+            problem.static_bytes[r] + (problem.budget_bytes[r] - problem.static_bytes[r]) / 3;
       }
+      ListPolicy policy;
+      for (int r = 0; r < problem.ranks; ++r) {
+        policy.memory_limit_bytes.push_back(problem.activation_budget(r));
+      }
+      policy.offload = ListOffloadPolicy{1, 1, 0.0, eager};
+      const Order order = list_schedule(problem, policy);
+      int offloads = 0;
+      for (const auto& refs : order.ranks) {
+        std::vector<OpRef> seen;
+        for (const OpRef& ref : refs) {
+          if (ref.op == Op::kOffload) ++offloads;
+          if (ref.op == Op::kBackwardInput) {
+            const bool was_offloaded = std::count(seen.begin(), seen.end(),
+                                                  OpRef{Op::kOffload, ref.stage, ref.microbatch});
+            const bool reloaded =
+                std::count(seen.begin(), seen.end(), OpRef{Op::kReload, ref.stage, ref.microbatch});
+            EXPECT_EQ(was_offloaded, reloaded) << describe(ref);
+          }
+          seen.push_back(ref);
+        }
+      }
+      offloaded_problems += offloads > 0;
+      Problem roomy = problem;  // memory is the search's to check; everything else must hold
+      for (auto& b : roomy.budget_bytes) b = int64_t{1} << 60;
+      const auto violation = validate(roomy, simulate(problem, order, "list-offload"));
+      EXPECT_FALSE(violation) << violation->message;
     }
-    offloaded_problems += offloads > 0;
-    Problem roomy = problem;  // memory is the search's to check; everything else must hold
-    for (auto& b : roomy.budget_bytes) b = int64_t{1} << 60;
-    const auto violation = validate(roomy, simulate(problem, order, "list-offload"));
-    EXPECT_FALSE(violation) << violation->message;
+    EXPECT_GT(offloaded_problems, 10);
   }
-  EXPECT_GT(offloaded_problems, 10);
 }
 
 // Two chunks per rank (loop) with room for 2.6 activations and a fast link: the earlier chunk's
