@@ -240,10 +240,11 @@ void search_offloading_lists(const Problem& problem, Search& search) {
   if (!is_long_pipeline(problem)) return;
   // Eager offload, its offloads waiting for their channel (shared for long on long pipelines),
   // 10% under the budget: the ledger's channel times are estimates where ranks share one.
+  const double channel_wait = channel_wait_unit(problem);
   for (bool later_first : {true, false}) {
     if (later_first && problem.chunks_per_rank == 1) continue;
     for (int min_awaiting : {1, 2}) {
-      try_policy({min_awaiting, 2, channel_wait_unit(problem), true}, later_first, 0.9);
+      try_policy({min_awaiting, 2, channel_wait, true}, later_first, 0.9);
     }
   }
 }
