@@ -93,6 +93,20 @@ TEST_F(CliTest, NegativeOrNonNumericLimitsExitTwoNamingTheRule) {
   }
 }
 
+// The benchmark harness answers bad flags as the compiler does, before it runs any case.
+TEST_F(CliTest, BenchHarnessBadFlagsExitTwoOnOneLine) {
+  for (const char* flags : {"--budgets -1", "--threads 0", "--milp-seconds -2", "--suite huge",
+                            "--only no-such-profile"}) {
+    const CommandResult r = run("optpipe-bench", std::string(flags) + " --out " + path("out"));
+    EXPECT_EQ(r.exit_code, 2) << flags;
+    EXPECT_EQ(lines(r.err), 1) << r.err;
+    EXPECT_NE(r.err.find(std::string(flags).substr(0, std::string(flags).find(' '))),
+              std::string::npos)
+        << r.err;
+    EXPECT_FALSE(fs::exists(path("out/results.json"))) << flags;
+  }
+}
+
 // The 52 GiB budget makes the generators' best (AdaOffload) 5.4% longer than the bound: a 10%
 // target gap returns it at once instead of searching for the 60 s default.
 TEST_F(CliTest, TargetGapStopsTheOptimiserEarly) {

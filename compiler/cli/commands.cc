@@ -27,6 +27,20 @@
 
 namespace optpipe {
 
+const CLI::Validator kFiniteNonNegative(
+    [](std::string& input) -> std::string {
+      double value = -1;
+      size_t used = 0;
+      try {
+        value = std::stod(input, &used);
+      } catch (const std::exception&) {
+        used = 0;
+      }
+      if (used == input.size() && std::isfinite(value) && value >= 0) return "";
+      return fmt::format("must be a number >= 0, got {}", input);
+    },
+    "NUMBER >= 0");
+
 namespace {
 
 // --summary-json: "-" prints it on stdout (the table then goes to stderr, so stdout stays JSON).
@@ -53,21 +67,6 @@ void add_budget_option(CLI::App& app, std::string& budget) {
   app.add_option("--memory-budget", budget,
                  "Per-rank memory budget overriding the profile's, e.g. 60GiB or 64000000000");
 }
-
-// CLI11's NonNegativeNumber names the largest double in its message; this names the rule.
-const CLI::Validator kFiniteNonNegative(
-    [](std::string& input) -> std::string {
-      double value = -1;
-      size_t used = 0;
-      try {
-        value = std::stod(input, &used);
-      } catch (const std::exception&) {
-        used = 0;
-      }
-      if (used == input.size() && std::isfinite(value) && value >= 0) return "";
-      return fmt::format("must be a number >= 0, got {}", input);
-    },
-    "NUMBER >= 0");
 
 std::string default_output_path(const std::string& profile_path, const std::string& format) {
   return std::filesystem::path(profile_path).stem().string() +

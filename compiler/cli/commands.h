@@ -17,6 +17,10 @@ CommandRunner add_convert_command(CLI::App& app);
 CommandRunner add_frontier_command(CLI::App& app);
 CommandRunner add_estimate_command(CLI::App& app);
 
+// Accepts a finite number >= 0 (CLI11's NonNegativeNumber names the largest double in its message;
+// this names the rule).
+extern const CLI::Validator kFiniteNonNegative;
+
 // Parses argv and runs the chosen command; prints errors on one line and maps them to the exit
 // codes of DESIGN.md §8.
 int run_cli(CLI::App& app, int argc, char** argv, const std::function<CommandRunner()>& chosen);
