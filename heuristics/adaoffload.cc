@@ -6,9 +6,11 @@
 // budget, so slack memory means a denser order and fewer offloads. Where the host link cannot
 // carry what a dense order needs, fitting afterwards fails; candidates from the list scheduler
 // that decides offloads as it goes (heuristics/list_offload.h) slow the order down only as far
-// as the link requires. They come first: they are cheap and usually the best, and a candidate
-// whose compute order alone is no faster than the best fit is never fitted, so a good early fit
-// spares the costly fitting of the rest.
+// as the link requires; on long V-shape pipelines V-Min's order with offloads planned from its
+// in-flight peaks (heuristics/planned_offload.h) keeps a steady pattern where they run in waves.
+// The lists come first: they are cheap and usually the best, and a candidate whose compute order
+// alone is no faster than the best fit is never fitted, so a good early fit spares the costly
+// fitting of the rest.
 #include <algorithm>
 #include <limits>
 #include <optional>
@@ -19,6 +21,7 @@
 #include "heuristics/memory_policies.h"
 #include "heuristics/offload_generators.h"
 #include "heuristics/offload_orders.h"
+#include "heuristics/planned_offload.h"
 #include "heuristics/recomputing_lists.h"
 
 namespace optpipe {
@@ -268,6 +271,9 @@ void search_recomputing_lists(const Problem& problem, Search& search) {
 OffloadedSchedule adaoffload_search(const Problem& problem) {
   Search search(problem);
   if (problem.offload) search_offloading_lists(problem, search);
+  if (auto planned = planned_offload_schedule(problem, kMethod, search.best_fit_makespan())) {
+    search.offer(std::move(*planned));
+  }
   if (problem.chunks_per_rank == 1) {
     search_one_chunk(problem, search);
   } else {

@@ -23,7 +23,9 @@ namespace optpipe {
 namespace {
 
 using testing::uniform_problem;
+using testing::offloading_uniform;
 using testing::UniformCosts;
+using testing::with_weight_grads;
 
 // Two ranks in one link group, duplex channels; A = 1000 bytes of which O = 800 move, G = 200
 // stays for W. Offload and reload of 800 bytes take 2 time units each.
@@ -132,28 +134,6 @@ TEST(OffloadLedger, ReservesTheReloadBeyondWhatTheBackwardsBeforeItFree) {
 
 // The offloading list order of AdaOffload's candidates: it lists a reload before every
 // backward whose activation it offloaded, and timed by the simulator it validates.
-UniformCosts with_weight_grads() {
-  UniformCosts costs;
-  costs.weight_grad_bytes = 200;
-  return costs;
-}
-
-// `problem` with a duplex link of `bytes_per_time` each way per rank, O = 900 of every stage's
-// activation and room for `activation_bytes` of activations per rank.
-Problem offloading_uniform(Problem problem, double bytes_per_time, int64_t activation_bytes) {
-  OffloadLink link;
-  link.d2h_bytes_per_time = bytes_per_time;
-  link.h2d_bytes_per_time = bytes_per_time;
-  link.channels = ChannelMode::kDuplex;
-  for (int r = 0; r < problem.ranks; ++r) link.link_group_of_rank.push_back(r);
-  problem.offload = link;
-  for (StageCosts& stage : problem.stages) stage.offloadable_bytes = 900;
-  for (int r = 0; r < problem.ranks; ++r) {
-    problem.budget_bytes[r] = problem.static_bytes[r] + activation_bytes;
-  }
-  return problem;
-}
-
 TEST(OffloadingListScheduler, ListsAReloadBeforeEachOffloadedBackwardAndValidates) {
   for (bool eager : {false, true}) {
     SCOPED_TRACE(eager ? "eager" : "where memory needs it");

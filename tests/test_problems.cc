@@ -43,6 +43,26 @@ Problem uniform_problem(int ranks, int chunks, int microbatches, UniformCosts co
   return p;
 }
 
+UniformCosts with_weight_grads() {
+  UniformCosts costs;
+  costs.weight_grad_bytes = 200;
+  return costs;
+}
+
+Problem offloading_uniform(Problem problem, double bytes_per_time, int64_t activation_bytes) {
+  OffloadLink link;
+  link.d2h_bytes_per_time = bytes_per_time;
+  link.h2d_bytes_per_time = bytes_per_time;
+  link.channels = ChannelMode::kDuplex;
+  for (int r = 0; r < problem.ranks; ++r) link.link_group_of_rank.push_back(r);
+  problem.offload = link;
+  for (StageCosts& stage : problem.stages) stage.offloadable_bytes = 900;
+  for (int r = 0; r < problem.ranks; ++r) {
+    problem.budget_bytes[r] = problem.static_bytes[r] + activation_bytes;
+  }
+  return problem;
+}
+
 Problem random_problem(std::mt19937& rng) {
   auto pick = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
   auto real = [&](double lo, double hi) {

@@ -26,6 +26,13 @@ struct UniformCosts {
 Problem uniform_problem(int ranks, int chunks, int microbatches, UniformCosts costs = {},
                         PlacementKind placement = PlacementKind::kLoop, double p2p_latency = 0);
 
+// Uniform costs with G = 200 of each activation held from B to W.
+UniformCosts with_weight_grads();
+
+// `problem` with a duplex link of `bytes_per_time` each way per rank, O = 900 of every stage's
+// activation and room for `activation_bytes` of activations per rank.
+Problem offloading_uniform(Problem problem, double bytes_per_time, int64_t activation_bytes);
+
 // Varied R, v, m, per-stage costs, latency, placement, offload link, channel mode, link groups.
 // Memory budget ample (every schedule fits).
 Problem random_problem(std::mt19937& rng);

@@ -1,0 +1,78 @@
+// Planned offload (heuristics/planned_offload.h): V-Min's order with offloads chosen from its
+// in-flight peaks, on long V-shape pipelines at budgets far under V-Min's own peak.
+#include "heuristics/planned_offload.h"
+
+#include <gtest/gtest.h>
+
+#include <limits>
+
+#include "compiler/validator.h"
+#include "heuristics/memory_policies.h"
+#include "heuristics/offload_placement.h"
+#include "tests/test_problems.h"
+
+namespace optpipe {
+namespace {
+
+using testing::offloading_uniform;
+using testing::uniform_problem;
+using testing::with_weight_grads;
+
+// The best fit among the first `count` policies of the offloading lists' neighbourhood, which vary
+// every knob (heuristics/memory_policies.h).
+double best_offloading_list(const Problem& problem, size_t count) {
+  std::vector<ListPolicy> policies = offloading_policy_neighbourhood(problem);
+  policies.resize(std::min(policies.size(), count));
+  double best = std::numeric_limits<double>::infinity();
+  for (const ListPolicy& policy : policies) {
+    if (auto candidate = list_candidate(problem, policy, "test"); candidate && candidate->fits()) {
+      best = std::min(best, candidate->makespan);
+    }
+  }
+  return best;
+}
+
+// 16 stages on 8 ranks, pairs of ranks sharing a link (an offload or reload takes 0.45, an F 1),
+// room for `activations` per rank, where V-Min's order holds up to 8.
+Problem long_vshape(int64_t activations) {
+  Problem problem =
+      offloading_uniform(uniform_problem(8, 2, 48, with_weight_grads(), PlacementKind::kVShape),
+                         2000, activations * 1000);
+  for (int r = 0; r < problem.ranks; ++r) problem.offload->link_group_of_rank[r] = r / 2;
+  return problem;
+}
+
+// With room for 4 activations the lists admit microbatches in waves behind their shared channels;
+// the plan keeps V-Min's steady pattern and offloads what its peaks need.
+TEST(PlannedOffload, BeatsTheOffloadingListsOnALongVShapeAtATightBudget) {
+  const Problem problem = long_vshape(4);
+  const std::optional<OffloadedSchedule> planned = planned_offload_schedule(problem, "test");
+  ASSERT_TRUE(planned && planned->fits());
+  EXPECT_FALSE(validate(problem, planned->schedule));
+  EXPECT_GT(planned->offloads, 0);
+  EXPECT_LT(planned->makespan, 0.92 * best_offloading_list(problem, 400));
+}
+
+TEST(PlannedOffload, NothingFasterThanAskedAndNothingBelowItsReach) {
+  const Problem problem = long_vshape(4);
+  const std::optional<OffloadedSchedule> planned = planned_offload_schedule(problem, "test");
+  ASSERT_TRUE(planned);
+  EXPECT_FALSE(planned_offload_schedule(problem, "test", planned->makespan));
+  // Room for less than the bytes every activation in flight keeps on the device.
+  EXPECT_FALSE(planned_offload_schedule(long_vshape(1), "test"));
+}
+
+TEST(PlannedOffload, AppliesToLongVShapePipelinesWithAHostLinkOnly) {
+  EXPECT_TRUE(planned_offload_applies(long_vshape(4)));
+  Problem no_link = long_vshape(4);
+  no_link.offload.reset();
+  EXPECT_FALSE(planned_offload_applies(no_link));
+  EXPECT_FALSE(planned_offload_schedule(no_link, "test"));
+  EXPECT_FALSE(planned_offload_applies(
+      offloading_uniform(uniform_problem(8, 2, 48, with_weight_grads()), 2000, 4000)));
+  EXPECT_FALSE(planned_offload_applies(offloading_uniform(
+      uniform_problem(4, 2, 48, with_weight_grads(), PlacementKind::kVShape), 2000, 4000)));
+}
+
+}  // namespace
+}  // namespace optpipe
