@@ -22,8 +22,8 @@
 namespace optpipe {
 namespace {
 
-using testing::uniform_problem;
 using testing::offloading_uniform;
+using testing::uniform_problem;
 using testing::UniformCosts;
 using testing::with_weight_grads;
 
