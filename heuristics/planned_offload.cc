@@ -30,19 +30,21 @@ bool is_backward(Op op) {
   return op == Op::kBackwardInput || op == Op::kBackward;
 }
 
-// What the plans share: V-Min's order, its activations' mean lifespans and each rank's
-// activations in flight per stage at its in-flight peak.
+// What the plans share: a V-shape pattern's order, its makespan without transfers, its
+// activations' mean lifespans and each rank's activations in flight per stage at its peak.
 struct Basis {
   Order order;
+  double makespan = 0;
   std::vector<double> lifespan;  // per stage: mean of F's start to B's end, timed alone
   std::vector<int> at_peak;      // per stage: its activations on the rank at the rank's peak
 };
 
-Basis make_basis(const Problem& problem, const std::string& method) {
-  Basis basis{vshape_pattern_order(problem, VShapePattern::kMin, true),
+Basis make_basis(const Problem& problem, VShapePattern pattern, const std::string& method) {
+  Basis basis{vshape_pattern_order(problem, pattern, true), 0,
               std::vector<double>(problem.num_stages(), 0.0),
               std::vector<int>(problem.num_stages(), 0)};
   const Schedule timing = simulate(problem, basis.order, method);
+  basis.makespan = makespan_of(timing);
   for (const auto& actions : timing.ranks) {
     for (const Action& a : actions) {
       if (a.ref.op == Op::kForward) basis.lifespan[a.ref.stage] -= a.start;
@@ -76,15 +78,16 @@ double offload_round_trip(const Problem& problem, int stage) {
          costs.backward_input;
 }
 
-// Which activations go to host under `reserve` (per rank).
-OffloadSet choose_offloads(const Problem& problem, const Basis& basis,
-                           const std::vector<double>& reserve) {
+// Which activations go to host under `reserve` (per rank); nullopt where, at its in-flight peak,
+// some rank would exceed its budget with every activation it may offload away.
+std::optional<OffloadSet> choose_offloads(const Problem& problem, const Basis& basis,
+                                          const std::vector<double>& reserve) {
   std::vector<double> kept(problem.num_stages(), 1.0);  // fraction of each stage's activations
   for (int r = 0; r < problem.ranks; ++r) {
     std::vector<int> stages = problem.stages_of_rank(r);
-    double room =
-        static_cast<double>(problem.activation_budget(r)) -
+    const double reserved =
         reserve[r] * static_cast<double>(problem.stages[stages.front()].offloadable_bytes);
+    double room = static_cast<double>(problem.activation_budget(r)) - reserved;
     for (int s : stages) {
       room -= basis.at_peak[s] * static_cast<double>(problem.stages[s].activation_bytes -
                                                      problem.stages[s].offloadable_bytes);
@@ -100,6 +103,7 @@ OffloadSet choose_offloads(const Problem& problem, const Basis& basis,
       }
       room -= kept[s] * whole;
     }
+    if (room + reserved < 0) return std::nullopt;
   }
   OffloadSet offloaded(problem);
   for (int s = 0; s < problem.num_stages(); ++s) {
@@ -158,8 +162,9 @@ std::optional<OffloadedSchedule> build_plan(const Problem& problem, const Basis&
                                             double abandon_above, const std::string& method) {
   OpTable<int> delay(problem, 0);
   for (int round = 0; round < kMendingRounds; ++round) {
-    Order order =
-        with_transfers(problem, basis.order, choose_offloads(problem, basis, reserve), lead, delay);
+    const std::optional<OffloadSet> offloaded = choose_offloads(problem, basis, reserve);
+    if (!offloaded) return std::nullopt;  // mending only raises reserves
+    Order order = with_transfers(problem, basis.order, *offloaded, lead, delay);
     Schedule schedule;
     try {
       schedule = simulate_within_budget(problem, order, method);
@@ -196,14 +201,20 @@ std::optional<OffloadedSchedule> planned_offload_schedule(const Problem& problem
                                                           const std::string& method,
                                                           double faster_than) {
   if (!planned_offload_applies(problem)) return std::nullopt;
-  const Basis basis = make_basis(problem, method);
   std::optional<OffloadedSchedule> best;
-  for (double reserve : kReserves) {
-    for (int lead : kReloadLeads) {
-      const double abandon_above = best ? best->makespan : faster_than;
-      std::optional<OffloadedSchedule> fitted = build_plan(
-          problem, basis, std::vector<double>(problem.ranks, reserve), lead, abandon_above, method);
-      if (fitted && (!best || better_offloaded(*fitted, *best))) best = std::move(fitted);
+  // V-Half first: faster, and where it fits with offload, V-Min's order alone is often slower.
+  for (VShapePattern pattern : {VShapePattern::kHalf, VShapePattern::kMin}) {
+    const Basis basis = make_basis(problem, pattern, method);
+    for (double reserve : kReserves) {
+      for (int lead : kReloadLeads) {
+        // Offload never shortens an order: no plan can beat the basis alone.
+        const double abandon_above = best ? best->makespan : faster_than;
+        if (basis.makespan >= abandon_above) break;
+        std::optional<OffloadedSchedule> fitted =
+            build_plan(problem, basis, std::vector<double>(problem.ranks, reserve), lead,
+                       abandon_above, method);
+        if (fitted && (!best || better_offloaded(*fitted, *best))) best = std::move(fitted);
+      }
     }
   }
   return best;

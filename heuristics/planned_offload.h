@@ -1,6 +1,6 @@
-// Planned offload (docs/methods.md): V-Min's order (heuristics/vshape_patterns.h) with offloads
-// chosen ahead from its in-flight peaks, for budgets far under V-Min's own peak on long V-shape
-// pipelines, where the offloading lists run in waves and their shared channels pace them
+// Planned offload (docs/methods.md): V-Half's or V-Min's order (heuristics/vshape_patterns.h) with
+// offloads chosen ahead from its in-flight peaks, for budgets far under the pattern's own peak on
+// long V-shape pipelines, where the offloading lists run in waves and their shared channels pace them
 // (docs/benchmarks.md, Long pipelines at budgets under the suite's).
 //
 // Per rank, the order's in-flight peak says how many activations of each stage it holds at once.
@@ -26,9 +26,9 @@ namespace optpipe {
 // placement with two chunks per rank and a host link.
 bool planned_offload_applies(const Problem& problem);
 
-// The fastest fitting schedule over a few reserves and reload leads, labelled `method`; nullopt
-// where none fits faster than `faster_than` or planned offload does not apply. 0.4 to 1.4 s at
-// R = 32, m = 256 where one fits, about 2 s where none does.
+// The fastest fitting schedule over both patterns, a few reserves and reload leads, labelled
+// `method`; nullopt where none fits faster than `faster_than` or planned offload does not apply.
+// 0.6 to 2.5 s at R = 32, m = 256 (RelWithDebInfo).
 std::optional<OffloadedSchedule> planned_offload_schedule(
     const Problem& problem, const std::string& method,
     double faster_than = std::numeric_limits<double>::infinity());

@@ -6,9 +6,11 @@
 
 #include <limits>
 
+#include "compiler/simulator.h"
 #include "compiler/validator.h"
 #include "heuristics/memory_policies.h"
 #include "heuristics/offload_placement.h"
+#include "heuristics/vshape_patterns.h"
 #include "tests/test_problems.h"
 
 namespace optpipe {
@@ -16,6 +18,7 @@ namespace {
 
 using testing::offloading_uniform;
 using testing::uniform_problem;
+using testing::UniformCosts;
 using testing::with_weight_grads;
 
 // The best fit among the first `count` policies of the offloading lists' neighbourhood, which vary
@@ -51,6 +54,26 @@ TEST(PlannedOffload, BeatsTheOffloadingListsOnALongVShapeAtATightBudget) {
   EXPECT_FALSE(validate(problem, planned->schedule));
   EXPECT_GT(planned->offloads, 0);
   EXPECT_LT(planned->makespan, 0.92 * best_offloading_list(problem, 400));
+}
+
+// With the GPT profile's cost ratios (B 1.12 and W 0.88 of F), where V-Min's pattern waits, and
+// room for 8 activations, V-Half's denser order fits with offloads: faster than V-Min's order
+// alone, which fits without any.
+TEST(PlannedOffload, TakesVHalfsDenserOrderWhereItsOffloadsFit) {
+  UniformCosts costs = with_weight_grads();
+  costs.backward_input = 1.12;
+  costs.backward_weight = 0.88;
+  Problem problem =
+      offloading_uniform(uniform_problem(8, 2, 48, costs, PlacementKind::kVShape), 2000, 8000);
+  for (int r = 0; r < problem.ranks; ++r) problem.offload->link_group_of_rank[r] = r / 2;
+  const std::optional<OffloadedSchedule> planned = planned_offload_schedule(problem, "test");
+  ASSERT_TRUE(planned && planned->fits());
+  EXPECT_FALSE(validate(problem, planned->schedule));
+  EXPECT_GT(planned->offloads, 0);
+  const Schedule v_min =
+      simulate(problem, vshape_pattern_order(problem, VShapePattern::kMin, true), "v-min");
+  EXPECT_FALSE(validate(problem, v_min));
+  EXPECT_LT(planned->makespan, 0.97 * makespan_of(v_min));
 }
 
 TEST(PlannedOffload, NothingFasterThanAskedAndNothingBelowItsReach) {
