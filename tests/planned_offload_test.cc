@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <limits>
+#include <random>
 
 #include "compiler/simulator.h"
 #include "compiler/validator.h"
@@ -74,6 +75,37 @@ TEST(PlannedOffload, TakesVHalfsDenserOrderWhereItsOffloadsFit) {
       simulate(problem, vshape_pattern_order(problem, VShapePattern::kMin, true), "v-min");
   EXPECT_FALSE(validate(problem, v_min));
   EXPECT_LT(planned->makespan, 0.97 * makespan_of(v_min));
+}
+
+// Varied long V-shapes (8 to 12 ranks, per-stage costs, link groups of 1 to 3 ranks, shared or
+// duplex channels, room for 3 to 10 activations): whatever the plan returns validates.
+TEST(PlannedOffload, EveryPlanItReturnsValidates) {
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<double> cost(0.5, 2.0);
+  int planned_count = 0;
+  for (int trial = 0; trial < 24; ++trial) {
+    const int ranks = 8 + 2 * static_cast<int>(rng() % 3);
+    Problem problem = offloading_uniform(
+        uniform_problem(ranks, 2, 16 + 8 * static_cast<int>(rng() % 3), with_weight_grads(),
+                        PlacementKind::kVShape, 0.05),
+        1000 + 500 * static_cast<double>(rng() % 4), 1000 * (3 + static_cast<int64_t>(rng() % 8)));
+    for (StageCosts& stage : problem.stages) {
+      stage.forward = cost(rng);
+      stage.backward_input = cost(rng);
+      stage.backward_weight = cost(rng);
+    }
+    const int group_size = 1 + static_cast<int>(rng() % 3);
+    for (int r = 0; r < ranks; ++r) problem.offload->link_group_of_rank[r] = r / group_size;
+    if (rng() % 2) problem.offload->channels = ChannelMode::kShared;
+    SCOPED_TRACE(::testing::Message() << "trial " << trial);
+    const std::optional<OffloadedSchedule> planned = planned_offload_schedule(problem, "test");
+    if (!planned) continue;
+    ++planned_count;
+    EXPECT_TRUE(planned->fits());
+    const std::optional<Violation> violation = validate(problem, planned->schedule);
+    EXPECT_FALSE(violation) << violation->message;
+  }
+  EXPECT_GE(planned_count, 12);
 }
 
 TEST(PlannedOffload, NothingFasterThanAskedAndNothingBelowItsReach) {
