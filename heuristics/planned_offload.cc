@@ -140,8 +140,9 @@ Order with_transfers(const Problem& problem, const Order& order, const OffloadSe
     }
     OpTable<uint8_t> reloaded(problem, 0);
     for (const auto& reloads : reloads_after) {
-      for (const OpRef& reload : reloads)
+      for (const OpRef& reload : reloads) {
         reloaded[{Op::kForward, reload.stage, reload.microbatch}] = 1;
+      }
     }
     for (size_t q = 0; q < list.size(); ++q) {
       const OpRef& ref = list[q];
@@ -190,6 +191,22 @@ std::optional<OffloadedSchedule> build_plan(const Problem& problem, const Basis&
   return std::nullopt;
 }
 
+// Every combination of the knobs on `basis`, keeping in `best` the fastest fit faster than it and
+// than `faster_than`.
+void try_plans(const Problem& problem, const Basis& basis, double faster_than,
+               const std::string& method, std::optional<OffloadedSchedule>& best) {
+  for (double reserve : kReserves) {
+    for (int lead : kReloadLeads) {
+      const double abandon_above = best ? best->makespan : faster_than;
+      // Offload never shortens an order: no plan of this basis can beat it alone.
+      if (basis.makespan >= abandon_above) return;
+      std::optional<OffloadedSchedule> fitted = build_plan(
+          problem, basis, std::vector<double>(problem.ranks, reserve), lead, abandon_above, method);
+      if (fitted && (!best || better_offloaded(*fitted, *best))) best = std::move(fitted);
+    }
+  }
+}
+
 }  // namespace
 
 bool planned_offload_applies(const Problem& problem) {
@@ -204,18 +221,7 @@ std::optional<OffloadedSchedule> planned_offload_schedule(const Problem& problem
   std::optional<OffloadedSchedule> best;
   // V-Half first: faster, and where it fits with offload, V-Min's order alone is often slower.
   for (VShapePattern pattern : {VShapePattern::kHalf, VShapePattern::kMin}) {
-    const Basis basis = make_basis(problem, pattern, method);
-    for (double reserve : kReserves) {
-      for (int lead : kReloadLeads) {
-        // Offload never shortens an order: no plan can beat the basis alone.
-        const double abandon_above = best ? best->makespan : faster_than;
-        if (basis.makespan >= abandon_above) break;
-        std::optional<OffloadedSchedule> fitted =
-            build_plan(problem, basis, std::vector<double>(problem.ranks, reserve), lead,
-                       abandon_above, method);
-        if (fitted && (!best || better_offloaded(*fitted, *best))) best = std::move(fitted);
-      }
-    }
+    try_plans(problem, make_basis(problem, pattern, method), faster_than, method, best);
   }
   return best;
 }
