@@ -1,7 +1,7 @@
 // Planned offload (docs/methods.md): V-Half's or V-Min's order (heuristics/vshape_patterns.h) with
 // offloads chosen ahead from its in-flight peaks, for budgets far under the pattern's own peak on
-// long V-shape pipelines, where the offloading lists run in waves and their shared channels pace them
-// (docs/benchmarks.md, Long pipelines at budgets under the suite's).
+// long V-shape pipelines, where the offloading lists run in waves and their shared channels pace
+// them (docs/benchmarks.md, Long pipelines at budgets under the suite's).
 //
 // Per rank, the order's in-flight peak says how many activations of each stage it holds at once.
 // Besides the bytes every activation keeps on the device and a reserve for those in transit, the
