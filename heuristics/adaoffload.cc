@@ -6,8 +6,9 @@
 // budget, so slack memory means a denser order and fewer offloads. Where the host link cannot
 // carry what a dense order needs, fitting afterwards fails; candidates from the list scheduler
 // that decides offloads as it goes (heuristics/list_offload.h) slow the order down only as far
-// as the link requires; on long V-shape pipelines V-Min's order with offloads planned from its
-// in-flight peaks (heuristics/planned_offload.h) keeps a steady pattern where they run in waves.
+// as the link requires; on long V-shape pipelines V-Half's or V-Min's order with offloads planned
+// from its in-flight peaks (heuristics/planned_offload.h) keeps a steady pattern where the lists
+// run in waves.
 // The lists come first: they are cheap and usually the best, and a candidate whose compute order
 // alone is no faster than the best fit is never fitted, so a good early fit spares the costly
 // fitting of the rest.
