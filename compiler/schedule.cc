@@ -21,6 +21,10 @@ bool is_transfer(Op op) {
   return op == Op::kOffload || op == Op::kReload;
 }
 
+bool is_input_backward(Op op) {
+  return op == Op::kBackwardInput || op == Op::kBackward;
+}
+
 std::string_view to_string(Op op) {
   return kOpNames[static_cast<size_t>(op)];
 }

@@ -23,6 +23,8 @@ inline constexpr int kNumOps = static_cast<int>(Op::kRecompute) + 1;
 
 bool is_compute(Op op);
 bool is_transfer(Op op);
+// B or a fused BW: the backward that ends its activation's life (what B(s, j) means in the docs).
+bool is_input_backward(Op op);
 // Short names used in every file format: F, B, W, BW, OFFLOAD, RELOAD, R.
 std::string_view to_string(Op op);
 std::optional<Op> parse_op(std::string_view name);

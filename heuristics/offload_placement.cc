@@ -202,7 +202,7 @@ int grow_recomputed(const Problem& problem, const Order& order, const Schedule& 
     for (const OpRef& ref : order.ranks[r]) {
       if (ref.op == Op::kOffload) offloaded.push_back(ref);
       if (!is_compute(ref.op)) continue;
-      if (ref.op == Op::kBackwardInput || ref.op == Op::kBackward) {
+      if (is_input_backward(ref.op)) {
         before_backward[{Op::kForward, ref.stage, ref.microbatch}] = previous_end;
       }
       previous_end = timing.end[ref];
@@ -236,7 +236,7 @@ Order with_recompute(const Order& order, const OpTable<uint8_t>& recomputed) {
   result.ranks.resize(order.ranks.size());
   for (size_t r = 0; r < order.ranks.size(); ++r) {
     for (const OpRef& ref : order.ranks[r]) {
-      const bool backward = ref.op == Op::kBackwardInput || ref.op == Op::kBackward;
+      const bool backward = is_input_backward(ref.op);
       const OpRef forward{Op::kForward, ref.stage, ref.microbatch};
       const bool listed =
           !result.ranks[r].empty() &&

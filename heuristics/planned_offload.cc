@@ -26,10 +26,6 @@ constexpr int kMendingRounds = 8;
 // What a reserve grows by at a rank that overflows.
 constexpr double kReserveStep = 0.5;
 
-bool is_backward(Op op) {
-  return op == Op::kBackwardInput || op == Op::kBackward;
-}
-
 // What the plans share: a V-shape pattern's order, its makespan without transfers, its
 // activations' mean lifespans and each rank's activations in flight per stage at its peak.
 struct Basis {
@@ -48,7 +44,7 @@ Basis make_basis(const Problem& problem, VShapePattern pattern, const std::strin
   for (const auto& actions : timing.ranks) {
     for (const Action& a : actions) {
       if (a.ref.op == Op::kForward) basis.lifespan[a.ref.stage] -= a.start;
-      if (is_backward(a.ref.op)) basis.lifespan[a.ref.stage] += a.end;
+      if (is_input_backward(a.ref.op)) basis.lifespan[a.ref.stage] += a.end;
     }
   }
   for (double& l : basis.lifespan) l /= problem.microbatches;
@@ -62,7 +58,7 @@ Basis make_basis(const Problem& problem, VShapePattern pattern, const std::strin
           peak = total;
           for (int s : problem.stages_of_rank(r)) basis.at_peak[s] = in_flight[s];
         }
-      } else if (is_backward(ref.op)) {
+      } else if (is_input_backward(ref.op)) {
         --in_flight[ref.stage];
         --total;
       }
@@ -124,21 +120,22 @@ Order with_transfers(const Problem& problem, const Order& order, const OffloadSe
                      int lead, const OpTable<int>& delay) {
   Order result;
   result.ranks.resize(problem.ranks);
+  // Indexed by stage, which belongs to one rank: one table serves every rank.
+  OpTable<int> forward_at(problem, -1);
+  OpTable<uint8_t> reloaded(problem, 0);
   for (int r = 0; r < problem.ranks; ++r) {
     const std::vector<OpRef>& list = order.ranks[r];
-    OpTable<int> forward_at(problem, -1);
     std::vector<std::vector<OpRef>> reloads_after(list.size());
     for (size_t q = 0; q < list.size(); ++q) {
       const OpRef& ref = list[q];
       if (ref.op == Op::kForward) forward_at[ref] = static_cast<int>(q);
-      if (!is_backward(ref.op) || !offloaded.contains(ref.stage, ref.microbatch)) continue;
+      if (!is_input_backward(ref.op) || !offloaded.contains(ref.stage, ref.microbatch)) continue;
       const OpRef reload{Op::kReload, ref.stage, ref.microbatch};
       const int at = static_cast<int>(q) - std::max(1, lead - delay[reload]);
       if (at > forward_at[{Op::kForward, ref.stage, ref.microbatch}]) {
         reloads_after[at].push_back(reload);
       }
     }
-    OpTable<uint8_t> reloaded(problem, 0);
     for (const auto& reloads : reloads_after) {
       for (const OpRef& reload : reloads) {
         reloaded[{Op::kForward, reload.stage, reload.microbatch}] = 1;
