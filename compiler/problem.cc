@@ -23,6 +23,11 @@ double Problem::reload_time(int stage) const {
   return static_cast<double>(stages[stage].offloadable_bytes) / offload->h2d_bytes_per_time;
 }
 
+double Problem::offloaded_lifespan(int stage) const {
+  const StageCosts& c = stages[stage];
+  return c.forward + offload_time(stage) + reload_time(stage) + c.backward_input;
+}
+
 bool Problem::any_stage_can_recompute() const {
   return std::any_of(stages.begin(), stages.end(),
                      [](const StageCosts& s) { return s.can_recompute(); });

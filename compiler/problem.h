@@ -68,6 +68,9 @@ struct Problem {
   std::vector<int> stages_of_rank(int rank) const;
   double offload_time(int stage) const;
   double reload_time(int stage) const;
+  // Least time from an offloaded activation's F start to its B's end: F, its offload, its reload
+  // and B, one after the other.
+  double offloaded_lifespan(int stage) const;
   // Activation budget: what the rank may hold beyond its static bytes.
   int64_t activation_budget(int rank) const { return budget_bytes[rank] - static_bytes[rank]; }
   // Whether offloading an activation of `stage` frees memory: a host link and bytes to move.

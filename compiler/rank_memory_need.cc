@@ -17,24 +17,18 @@ double kept_area(const StageCosts& c, double round_trip) {
          static_cast<double>(c.weight_grad_bytes) * c.backward_weight;
 }
 
-// Least time an offloaded activation holds its offloadable bytes O: during F and its offload,
-// and from its reload's start through B. Away in between.
-double held_when_offloaded(const Problem& problem, int stage) {
-  const StageCosts& c = problem.stages[stage];
-  return c.forward + problem.offload_time(stage) + problem.reload_time(stage) + c.backward_input;
-}
-
 // Least time a recomputed activation holds A - C: during F, and from R's start through B.
 double held_when_recomputed(const StageCosts& c) {
   return c.forward + c.recompute_forward + c.backward_input;
 }
 
-// Area an offload saves.
+// Area an offload saves. An offloaded activation holds its offloadable bytes O during F and its
+// offload and from its reload's start through B: at least its least lifespan, away in between.
 double offload_saving(const Problem& problem, int stage, double round_trip) {
   const StageCosts& c = problem.stages[stage];
   if (!problem.offload_frees_memory(stage)) return 0;
   return std::max(0.0, static_cast<double>(c.offloadable_bytes) *
-                           (round_trip - held_when_offloaded(problem, stage)));
+                           (round_trip - problem.offloaded_lifespan(stage)));
 }
 
 // Area a recompute saves; the sequencing bound counts its R's compute
@@ -174,7 +168,7 @@ RankMemoryNeed rank_memory_need(const Problem& problem, const MicrobatchPaths& p
       // holds its activation until the end.
       slots.tail = std::min(slots.tail, s == 0 ? 0.0 : paths.backward_tail[s] - c.backward_input);
       if (problem.offload_frees_memory(s)) {
-        const double offloaded = held_when_offloaded(problem, s);
+        const double offloaded = problem.offloaded_lifespan(s);
         slots.offloads_of_kept.add(round_trip - offloaded, bytes, microbatches);
         offloads |= slots.offloads.add(held - offloaded, bytes, microbatches);
       }

@@ -67,13 +67,6 @@ Basis make_basis(const Problem& problem, VShapePattern pattern, const std::strin
   return basis;
 }
 
-// The least time an activation away takes on its rank's channels and stream, F to B.
-double offload_round_trip(const Problem& problem, int stage) {
-  const StageCosts& costs = problem.stages[stage];
-  return costs.forward + problem.offload_time(stage) + problem.reload_time(stage) +
-         costs.backward_input;
-}
-
 // Which activations go to host under `reserve` (per rank); nullopt where, at its in-flight peak,
 // some rank would exceed its budget with every activation it may offload away.
 std::optional<OffloadSet> choose_offloads(const Problem& problem, const Basis& basis,
@@ -94,7 +87,7 @@ std::optional<OffloadSet> choose_offloads(const Problem& problem, const Basis& b
       const double whole =
           basis.at_peak[s] * static_cast<double>(problem.stages[s].offloadable_bytes);
       if (problem.offload_frees_memory(s) && whole > 0 &&
-          basis.lifespan[s] >= offload_round_trip(problem, s)) {
+          basis.lifespan[s] >= problem.offloaded_lifespan(s)) {
         kept[s] = std::clamp(room / whole, 0.0, 1.0);
       }
       room -= kept[s] * whole;
