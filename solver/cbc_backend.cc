@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <limits>
 #include <memory>
 #include <mutex>
 
@@ -22,10 +23,17 @@ std::mutex& cbc_mutex() {
   return mutex;
 }
 
+// CbcModel::specialOptions() bits. After reduced-cost fixing CBC may restart the search in a
+// child model going for a complete search (log: "Reduced cost fixing - restarting search"); the
+// parent then ends with its own older bound, not the child's. The heuristics' small searches
+// inside that child inherit its bit, but are marked as small.
+constexpr int kSmallBranchAndBound = 2048;
+constexpr int kCompleteSearchChild = 67108864;
+
 // Keeps the best integer solution CBC reports, starting from the MIP start. CBC's own
 // bestSolution() after CbcMain1 is not reliable (it can hold an LP solution), so the result is
-// taken from here, and each vector is checked for integrality before it counts. Stops the solve
-// at any event once the caller asks it to.
+// taken from here, and each vector is checked for integrality before it counts. Also keeps the
+// bound a restarted search ends with. Stops the solve at any event once the caller asks it to.
 class IncumbentTracker : public CbcEventHandler {
  public:
   IncumbentTracker(const LinearModel& model, std::vector<double> start,
@@ -46,15 +54,27 @@ class IncumbentTracker : public CbcEventHandler {
 
   const std::vector<double>& best() const { return state_->best; }
   double best_objective() const { return state_->best_objective; }
+  // The highest bound a restarted search ended with (-inf without one). It holds for solutions
+  // better than that search's cutoff, the parent's incumbent, so it counts below the cutoff only.
+  double restart_bound() const { return state_->restart_bound; }
 
  private:
   struct State {
     std::mutex mutex;
     std::vector<double> best;
     double best_objective = 0;
+    double restart_bound = -std::numeric_limits<double>::infinity();
   };
 
   CbcAction track(CbcEvent which) {
+    const int options = model_->specialOptions();
+    if (which == endSearch && (options & kCompleteSearchChild) != 0 &&
+        (options & kSmallBranchAndBound) == 0) {
+      const double bound = std::min(model_->getBestPossibleObjValue(), model_->getCutoff());
+      std::lock_guard<std::mutex> lock(state_->mutex);
+      state_->restart_bound = std::max(state_->restart_bound, bound);
+      return noAction;
+    }
     if (which != solution && which != heuristicSolution) return noAction;
     // CBC's heuristics run sub-models (smallBranchAndBound) with this handler and columns of
     // their own; their solutions reach the main model, and this handler, afterwards.
@@ -199,7 +219,8 @@ SolveResult solve_with_cbc(const LinearModel& model, const std::vector<double>& 
   const IncumbentTracker& best = tracked ? *tracked : tracker;
   result.solution = best.best();
   result.objective = best.best_objective();
-  result.bound = std::min(cbc.getBestPossibleObjValue(), result.objective);
+  result.bound =
+      std::min(std::max(cbc.getBestPossibleObjValue(), best.restart_bound()), result.objective);
   if (cbc.isProvenOptimal()) {
     // The optimum's value bounds every solution; whether we hold it is the tracker's to say.
     result.bound = std::min(result.objective, cbc.getObjValue());
