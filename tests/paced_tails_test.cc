@@ -86,7 +86,7 @@ OpHeads schedule_tails(const Problem& problem, const Schedule& schedule) {
     for (const Action& a : actions) {
       const int s = a.ref.stage;
       if (a.ref.op == Op::kForward) tails.forward[s].push_back(end - a.end);
-      if (a.ref.op == Op::kBackwardInput || a.ref.op == Op::kBackward) {
+      if (is_input_backward(a.ref.op)) {
         tails.backward[s].push_back(end - (a.start + problem.stages[s].backward_input));
       }
     }

@@ -219,7 +219,7 @@ Order one_f_one_b_with_offloads(const Problem& p, std::mt19937& rng) {
   for (auto& refs : order.ranks) {
     std::vector<OpRef> listed;
     for (const OpRef& ref : refs) {
-      const bool backward = ref.op == Op::kBackward || ref.op == Op::kBackwardInput;
+      const bool backward = is_input_backward(ref.op);
       const auto offload =
           std::find(listed.begin(), listed.end(), OpRef{Op::kOffload, ref.stage, ref.microbatch});
       if (backward && offload != listed.end()) {

@@ -169,7 +169,7 @@ Order recompute_all(Order order) {
   for (auto& refs : order.ranks) {
     std::vector<OpRef> with_recompute;
     for (const OpRef& ref : refs) {
-      if (ref.op == Op::kBackwardInput || ref.op == Op::kBackward) {
+      if (is_input_backward(ref.op)) {
         with_recompute.push_back({Op::kRecompute, ref.stage, ref.microbatch});
       }
       with_recompute.push_back(ref);
