@@ -4,7 +4,6 @@
 
 #include <gtest/gtest.h>
 
-#include <memory>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -42,8 +41,8 @@ SolveResult solve_whole_order(const Problem& problem, const Schedule& schedule, 
   const Order compute = compute_order(order_of(schedule));
   const Segment everything = whole_order(compute);
   const OrderModel model(problem, compute, schedule, everything, SegmentObjective::kMakespan);
-  auto events = std::make_shared<int>(0);
-  const CbcOptions serial{60, 0, false, [events, stop_after] { return ++*events > stop_after; }};
+  int events = 0;
+  const CbcOptions serial{60, 0, false, [&events, stop_after] { return ++events > stop_after; }};
   SolveResult result = solve_with_cbc(model.model(), model.start_solution(), serial, nullptr);
   if (best) *best = simulate(problem, model.decode(result.solution), "milp");
   return result;
