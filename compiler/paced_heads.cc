@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <map>
-#include <optional>
 #include <utility>
 
 #include "compiler/microbatch_paths.h"
@@ -63,22 +62,19 @@ void raise_along_dependencies(const Problem& problem, OpHeads& heads) {
 // When the k-th F of a stage starts, k + 1 microbatches have passed every earlier stage, so each
 // other rank of the group holds k + 1 activations of each of its stages before that one, and
 // fits its own budget only with enough of them away: the group's offloads, one at a time on the
-// shared channel, serve all its ranks, and so do its reloads. Ranks that can recompute are left
-// out (R allocates too: not modelled), which only weakens the check.
+// shared channel, serve all its ranks, and so do its reloads.
 class LinkGroup {
  public:
-  LinkGroup(std::vector<int> ranks, const std::vector<std::optional<RankMemory>>& memory,
-            double makespan)
+  LinkGroup(std::vector<int> ranks, const std::vector<RankMemory>& memory, double makespan)
       : ranks_(std::move(ranks)), memory_(memory), makespan_(makespan) {
     // Earliest deadline first: the rank whose reloads must end soonest before the makespan.
-    std::sort(ranks_.begin(), ranks_.end(), [&](int a, int b) {
-      return memory_[a]->after_reload() > memory_[b]->after_reload();
-    });
+    std::sort(ranks_.begin(), ranks_.end(),
+              [&](int a, int b) { return memory_[a].after_reload() > memory_[b].after_reload(); });
     std::vector<double> forwards;
     double shortest_forward = kInfinity;
     double offload_time = kInfinity;
     for (int r : ranks_) {
-      const RankMemory& rank = *memory_[r];
+      const RankMemory& rank = memory_[r];
       forwards.insert(forwards.end(), rank.forward_heads().begin(), rank.forward_heads().end());
       shortest_forward = std::min(shortest_forward, rank.shortest_forward());
       offload_time = std::min(offload_time, rank.offload_time());
@@ -94,10 +90,10 @@ class LinkGroup {
   // (one of the group's), and what the group's other ranks hold then fit, with no more
   // activations away than the shared channels can have moved and can bring back in time.
   double earliest_fit(int rank, size_t c, int stage, int k, double head) const {
-    const RankMemory& own = *memory_[rank];
+    const RankMemory& own = memory_[rank];
     const Counted counted = own.at_forward(c, k);
     std::vector<Counted> others;
-    for (int r : ranks_) others.push_back(memory_[r]->before_stage(stage, k));
+    for (int r : ranks_) others.push_back(memory_[r].before_stage(stage, k));
     std::vector<int> away(ranks_.size());
     auto fits = [&](double time) {
       const int own_away = own.offloads_needed(counted, time);
@@ -108,7 +104,7 @@ class LinkGroup {
       int total = 0;
       for (size_t i = 0; i < ranks_.size(); ++i) {
         away[i] =
-            ranks_[i] == rank ? own_away : memory_[ranks_[i]]->offloads_needed(others[i], time);
+            ranks_[i] == rank ? own_away : memory_[ranks_[i]].offloads_needed(others[i], time);
         if (away[i] == RankMemory::kNoneFits) return false;
         total += away[i];
         if (total > channel) return false;
@@ -129,7 +125,7 @@ class LinkGroup {
     double reloading = 0;
     for (size_t i = 0; i < ranks_.size(); ++i) {
       if (away[i] == 0) continue;
-      const RankMemory& rank = *memory_[ranks_[i]];
+      const RankMemory& rank = memory_[ranks_[i]];
       reloading += away[i] * rank.reload_time();
       if (time + reloading > makespan_ - rank.after_reload()) return false;
     }
@@ -137,7 +133,7 @@ class LinkGroup {
   }
 
   std::vector<int> ranks_;  // by their reloads' deadline, earliest first
-  const std::vector<std::optional<RankMemory>>& memory_;
+  const std::vector<RankMemory>& memory_;
   const double makespan_;  // without one (infinity), a check that holds keeps holding later
   std::vector<double> offloads_end_;  // the group's i-th offload to end ends no earlier than [i]
   std::vector<double> moments_;       // when a release or an offload's end can happen
@@ -148,22 +144,17 @@ class LinkGroup {
 class Round {
  public:
   Round(const Problem& problem, const MicrobatchPaths& paths, const OpHeads& heads, double makespan,
-        bool link_groups)
+        const CheckpointCaps& checkpoints, bool link_groups)
       : problem_(problem), group_of_rank_(problem.ranks, -1) {
+    memory_.reserve(problem.ranks);
     for (int r = 0; r < problem.ranks; ++r) {
-      const std::vector<int> stages = problem.stages_of_rank(r);
-      if (std::none_of(stages.begin(), stages.end(),
-                       [&](int s) { return problem.recompute_frees_memory(s); })) {
-        memory_.emplace_back(std::in_place, problem, paths, r, heads, makespan);
-      } else {
-        memory_.emplace_back();  // R allocates too: not modelled
-      }
+      memory_.emplace_back(problem, paths, r, heads, makespan,
+                           checkpoints.empty() ? kAnyCheckpoints : checkpoints[r]);
     }
     if (!link_groups || !problem.offload || problem.offload->link_group_of_rank.empty()) return;
     std::map<int, std::vector<int>> members;
     for (int r = 0; r < problem.ranks; ++r) {
-      if (memory_[r] && memory_[r]->moves())
-        members[problem.offload->link_group_of_rank[r]].push_back(r);
+      if (memory_[r].moves()) members[problem.offload->link_group_of_rank[r]].push_back(r);
     }
     for (auto& [group, ranks] : members) {
       if (ranks.size() < 2) continue;
@@ -175,8 +166,7 @@ class Round {
   // Raises the F heads of `rank` where its memory, or its link group's, makes them wait; true
   // when one rose.
   bool pace(int rank, OpHeads& heads) const {
-    if (!memory_[rank]) return false;
-    const RankMemory& memory = *memory_[rank];
+    const RankMemory& memory = memory_[rank];
     const LinkGroup* group = group_of_rank_[rank] >= 0 ? &groups_[group_of_rank_[rank]] : nullptr;
     const std::vector<int> stages = problem_.stages_of_rank(rank);
     bool raised = false;
@@ -193,9 +183,9 @@ class Round {
 
  private:
   const Problem& problem_;
-  std::vector<std::optional<RankMemory>> memory_;  // per rank; none where a stage can recompute
-  std::vector<LinkGroup> groups_;                  // of two ranks or more that offload
-  std::vector<int> group_of_rank_;                 // index in groups_, -1 for none
+  std::vector<RankMemory> memory_;  // per rank
+  std::vector<LinkGroup> groups_;   // of two ranks or more that offload
+  std::vector<int> group_of_rank_;  // index in groups_, -1 for none
 };
 
 // Whether some F's head and its microbatch's path to the end pass `makespan`: the bound is then
@@ -212,7 +202,8 @@ bool beyond(const Problem& problem, const MicrobatchPaths& paths, const OpHeads&
 
 }  // namespace
 
-OpHeads paced_heads(const Problem& problem, OpHeads heads, double makespan, bool* settled) {
+OpHeads paced_heads(const Problem& problem, OpHeads heads, double makespan, bool* settled,
+                    const CheckpointCaps& checkpoints) {
   const MicrobatchPaths paths = microbatch_paths(problem);
   // Each rank alone first, then with its link group: the group's check costs several times the
   // rank's, and the ranks alone settle most heads.
@@ -221,7 +212,7 @@ OpHeads paced_heads(const Problem& problem, OpHeads heads, double makespan, bool
     for (int round = 0; round < kMaxRounds; ++round) {
       raise_along_dependencies(problem, heads);
       const OpHeads at_start = heads;
-      const Round pacing(problem, paths, at_start, makespan, link_groups);
+      const Round pacing(problem, paths, at_start, makespan, checkpoints, link_groups);
       raised = false;
       for (int r = 0; r < problem.ranks; ++r) raised |= pacing.pace(r, heads);
       if (!raised || (makespan > 0 && beyond(problem, paths, heads, makespan))) break;

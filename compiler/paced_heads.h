@@ -10,6 +10,12 @@
 
 namespace optpipe {
 
+// Per rank, the most activations it may hold as their checkpoint at once (recomputed: from the
+// end of their F to the start of their R), where a pacing assumes such caps; empty: any number
+// on every rank.
+using CheckpointCaps = std::vector<int>;
+inline constexpr int kAnyCheckpoints = std::numeric_limits<int>::max();
+
 // Per stage, the least start of its k-th F, B and W (k from 0, in start order), from the
 // schedule's first start: [stage][k], non-decreasing in k.
 struct OpHeads {
@@ -29,14 +35,16 @@ struct OpHeads {
 // that it and the group's other ranks, holding the activations of the microbatches that passed
 // them first, need to fit. Where the rank has later stages, their Fs that must come first (the
 // k-th F of the earlier stage would leave no room for them by their latest start in schedules of
-// the makespan, or ever without a link) count too. Ranks with a stage that can recompute are left
-// as they are. With a `makespan`, the heads hold in the schedules that end by then: an activation
-// away at a time t comes back by a reload after t, one at a time on the rank's channel, and its B
-// and the backwards below it follow before the end, so fewer can be away late. `settled`, where
-// given, tells whether the last round raised no head: on a budget that no schedule fits, heads can
-// creep up round after round until the rounds run out.
+// the makespan, or ever without a link) count too. On ranks with a stage that can recompute, as
+// many of the activations counted as the rank's cap in `checkpoints` may be held as their
+// checkpoint and count for their checkpoint bytes (R's allocation is not checked). With a
+// `makespan`, the heads hold in the schedules that end by then: an activation away at a time t
+// comes back by a reload after t, one at a time on the rank's channel, and its B and the backwards
+// below it follow before the end, so fewer can be away late. `settled`, where given, tells whether
+// the last round raised no head: on a budget that no schedule fits, heads can creep up round after
+// round until the rounds run out.
 OpHeads paced_heads(const Problem& problem, OpHeads heads,
                     double makespan = std::numeric_limits<double>::infinity(),
-                    bool* settled = nullptr);
+                    bool* settled = nullptr, const CheckpointCaps& checkpoints = {});
 
 }  // namespace optpipe

@@ -32,13 +32,14 @@ int ended_by(const std::vector<double>& ends, double time) {
 }
 
 RankMemory::RankMemory(const Problem& problem, const MicrobatchPaths& paths, int rank,
-                       const OpHeads& heads, double makespan)
+                       const OpHeads& heads, double makespan, int checkpoints)
     : problem_(problem),
       paths_(paths),
       heads_(heads),
       stages_(problem.stages_of_rank(rank)),
       budget_(static_cast<double>(problem.activation_budget(rank))),
-      makespan_(makespan) {
+      makespan_(makespan),
+      checkpoints_(checkpoints) {
   for (int s : stages_) {
     const StageCosts& cost = problem.stages[s];
     shortest_forward_ = std::min(shortest_forward_, cost.forward);
@@ -48,6 +49,9 @@ RankMemory::RankMemory(const Problem& problem, const MicrobatchPaths& paths, int
       offload_time_ = std::min(offload_time_, problem.offload_time(s));
       reload_time_ = std::min(reload_time_, problem.reload_time(s));
       after_reload_ = std::min(after_reload_, paths.backward_tail[s]);
+    }
+    if (problem.recompute_frees_memory(s)) {
+      checkpointed_ = std::max(checkpointed_, static_cast<double>(cost.recomputed_bytes()));
     }
   }
   std::sort(forwards_.begin(), forwards_.end());
@@ -203,7 +207,8 @@ int RankMemory::available_away(double time) const {
 // holds its G until its W ends, then nothing; one whose offload has ended holds A - O until its
 // reload, and at most one offload per counted activation not past its B can have ended. A B that
 // ended while its W did not may have run on an activation other than these, leaving one of them to
-// an offload beyond those: each such swap frees the largest O less A - G, largest first.
+// an offload beyond those: each such swap frees the largest O less A - G, largest first. Each
+// activation held as its checkpoint frees at most the largest A - C more (held()).
 RankMemory::Holding RankMemory::holding_at(const Counted& counted, double time) const {
   Holding holding{counted, time};
   for (size_t i = 0; i < stages_.size(); ++i) {
@@ -213,6 +218,7 @@ RankMemory::Holding RankMemory::holding_at(const Counted& counted, double time) 
                      r.weights * static_cast<double>(cost.activation_bytes) -
                      (r.backwards - r.weights) * after_backward(i);
     holding.movable += r.counted - r.backwards;
+    holding.others += r.counted;
   }
   return holding;
 }
@@ -228,7 +234,9 @@ double RankMemory::held(const Holding& holding, int away) const {
     held -= swapped * (moved_ - after_backward(i));
     spare -= swapped;
   }
-  return held;
+  // A checkpoint is held between its F and its R, before its B, and never offloaded: held as A
+  // instead, it would leave a way of releasing that the count above takes at least as low.
+  return held - std::min(checkpoints_, holding.others) * checkpointed_;
 }
 
 // Each activation away comes back after `time` by a reload of its own on the rank's channel, one at

@@ -52,11 +52,12 @@ struct Counted {
 };
 
 // The memory of one rank as the pacing sees it, from the heads of the current round, in
-// schedules of at most `makespan`.
+// schedules of at most `makespan` in which the rank holds at most `checkpoints` activations as
+// their checkpoint at once.
 class RankMemory {
  public:
   RankMemory(const Problem& problem, const MicrobatchPaths& paths, int rank, const OpHeads& heads,
-             double makespan);
+             double makespan, int checkpoints);
 
   // The earliest moment from `head` on at which the k-th F of the rank's c-th stage fits. Where
   // nothing released by the heads makes it fit, no schedule fits the budget; the last release
@@ -122,6 +123,7 @@ class RankMemory {
     double time;
     double bytes = 0;
     int movable = 0;
+    int others = 0;  // the activations counted, less the F's own
   };
   Holding holding_at(const Counted& counted, double time) const;
 
@@ -143,6 +145,8 @@ class RankMemory {
   const double budget_;
   const double makespan_;
   double moved_ = 0;                  // the most an offload frees
+  const int checkpoints_;             // held as their checkpoint at once, at most
+  double checkpointed_ = 0;           // the most a recompute frees: A - C
   double reload_time_ = kInfinity;    // the least of the rank's reloads
   double after_reload_ = kInfinity;   // least time from a reload's end to the schedule's end
   std::vector<double> offloads_end_;  // the i-th offload to end ends no earlier than [i]

@@ -11,7 +11,8 @@ namespace {
 // allocates G before its B: the mirror allocates it with the B, later, so it holds less at every
 // moment, and every schedule of the problem read backwards fits the mirror's budget. A reload
 // releases O where it starts and an offload allocates it where it ends: their roles and the
-// links' directions swap.
+// links' directions swap. An activation held as its checkpoint (between its F and its R) lies
+// between the mirror's F and B too.
 Problem mirrored(const Problem& problem) {
   Problem mirror = problem;
   for (StageCosts& cost : mirror.stages) {

@@ -4,6 +4,7 @@
 #include <array>
 #include <limits>
 #include <queue>
+#include <utility>
 #include <vector>
 
 #include "compiler/microbatch_paths.h"
@@ -16,6 +17,11 @@ namespace optpipe {
 namespace {
 
 constexpr double kInfinity = std::numeric_limits<double>::infinity();
+// Where more ranks than this could raise the checkpoints' bound, one pacing sorts them first.
+constexpr int kFewRanks = 2;
+// The checkpoints' bound tries the counts one by one up to 7, then in ranges that grow by a
+// quarter: [8, 9], [10, 11], [12, 14], [15, 17], ...
+constexpr int kRangeGrowth = 4;
 // Relative width at which the bisection over makespans stops: well below any schedule's spread.
 constexpr double kBisectionPrecision = 1e-6;
 
@@ -252,7 +258,90 @@ class Relaxation {
             raised(bound, unpaced_bound_) ? BoundSource::kMemoryPacing : BoundSource::kSequencing};
   }
 
+  // Where ranks can recompute, the pacing above lets any number of a rank's activations be held
+  // as their checkpoint, and R time counts only as the memory's area needs it. Let ρ be the most
+  // activations rank r holds as their checkpoint at once: r runs at least ρ Rs (one per
+  // activation held so), and the heads paced with r capped at ρ (the other ranks not capped)
+  // hold, so r's jobs and ρ of its shortest R bound the makespan; the least of that over ρ is
+  // r's bound, and the largest over the ranks bounds every schedule. ρ is tried in ranges
+  // (kRangeGrowth): within one, the pacing for its largest ρ and the R time of its smallest
+  // hold, so one pacing per range. With no cap and an R for each of its activations
+  // (the last range at most) a rank's jobs give at most its bound, M: the ranks are taken from
+  // the highest M down while it is above the bound so far, each range's pacing is for schedules
+  // that end by the rank's least so far (any other ends later), and a rank's ranges end once
+  // their R time and the rank's work reach its least, or its least is at most the bound so far.
+  double checkpoint_bound(double known) const {
+    const int ranks = problem_.ranks;
+    const OpHeads& uncapped = start_for_makespans();
+    std::vector<std::pair<double, int>> candidates;  // (at most the rank's bound, rank)
+    double largest = 0;
+    int above = 0;
+    for (int r = 0; r < ranks; ++r) {
+      if (shortest_recompute(r) == kInfinity) continue;
+      candidates.emplace_back(with_recomputes(uncapped, r, activations_of_rank(r)), r);
+      largest = std::max(largest, candidates.back().first);
+      above += candidates.back().first > known;
+    }
+    // Where more than a few ranks would take a pacing each, one pacing with every rank capped at
+    // 0, which paces each rank's heads at least as late as its own cap of 0, sorts most of them
+    // out.
+    if (above > kFewRanks) {
+      const OpHeads strictest =
+          paced_heads(problem_, uncapped, largest, nullptr, CheckpointCaps(ranks, 0));
+      for (auto& [at_most, r] : candidates) {
+        at_most = std::min(at_most, with_recomputes(strictest, r, 0));
+      }
+    }
+    std::sort(candidates.rbegin(), candidates.rend());
+    double bound = known;
+    for (const auto& [at_most, r] : candidates) {
+      if (at_most <= bound) break;
+      double work = 0;
+      for (const Job& job : rank_jobs(problem_, families_, unpaced_, nullptr, r)) {
+        work += job.duration;
+      }
+      CheckpointCaps caps(ranks, kAnyCheckpoints);
+      double least = at_most;
+      for (int low = 0, next = 1; low * shortest_recompute(r) + work < least && least > bound;
+           low = next, next += std::max(1, next / kRangeGrowth)) {
+        const int high = next - 1;
+        caps[r] = high >= activations_of_rank(r) ? kAnyCheckpoints : high;
+        const OpHeads heads = paced_heads(problem_, uncapped, least, nullptr, caps);
+        least = std::min(least, with_recomputes(heads, r, low));
+        if (caps[r] == kAnyCheckpoints) break;
+      }
+      bound = std::max(bound, least);
+    }
+    return bound;
+  }
+
  private:
+  // The least makespan of the rank's jobs at these heads, with `count` of its shortest R.
+  double with_recomputes(const OpHeads& heads, int rank, int count) const {
+    std::vector<Job> jobs = rank_jobs(problem_, families_, heads, &tails_, rank);
+    if (count > 0) {
+      Job recompute = recompute_job(problem_, families_, heads, rank);
+      recompute.duration = count * shortest_recompute(rank);
+      jobs.push_back(recompute);
+    }
+    return jackson_preemptive_bound(std::move(jobs));
+  }
+
+  int activations_of_rank(int rank) const {
+    return problem_.microbatches * static_cast<int>(problem_.stages_of_rank(rank).size());
+  }
+
+  // The rank's shortest R among its stages that recompute; infinite where none does.
+  double shortest_recompute(int rank) const {
+    double shortest = kInfinity;
+    for (int s : problem_.stages_of_rank(rank)) {
+      if (problem_.recompute_frees_memory(s)) {
+        shortest = std::min(shortest, problem_.stages[s].recompute_forward);
+      }
+    }
+    return shortest;
+  }
+
   const Problem& problem_;
   const MicrobatchPaths paths_;
   const std::vector<std::vector<OpFamily>> families_;
@@ -288,6 +377,9 @@ LowerBound with_reloads_by_the_end(const Relaxation& relaxation, LowerBound boun
 LowerBound sequencing_bound(const Problem& problem, double known) {
   const Relaxation relaxation(problem);
   LowerBound bound = relaxation.paced_bound();
+  if (problem.any_stage_can_recompute()) {
+    bound = higher(bound, {relaxation.checkpoint_bound(bound.value), BoundSource::kRecomputeTime});
+  }
   if (problem.offload) bound = with_reloads_by_the_end(relaxation, bound, known);
   // The simulator adds the same durations in another order: round down past the last bits in
   // which the two sums may differ, so a schedule that meets the bound never falls below it.

@@ -3,9 +3,11 @@
 // its rank has room for its activation (compiler/paced_heads.h), no B or F ends later than the
 // rank's memory lets the rest of the schedule run after it (compiler/paced_tails.h), and after an
 // op ends its microbatch still has the ops down the pipeline to run; where stages can recompute,
-// the rank also runs the R time its memory needs (compiler/rank_memory_need.h). The bound relaxes
-// each rank to one machine whose jobs have release times (heads) and delivery times (tails), and
-// solves that relaxation exactly with preemption allowed (Jackson's preemptive schedule).
+// the rank also runs the R time its memory needs (compiler/rank_memory_need.h), and as many Rs as
+// the most activations it holds as their checkpoint at once, with its heads paced for no more
+// checkpoints than that (compiler/paced_heads.h). The bound relaxes each rank to one machine whose
+// jobs have release times (heads) and delivery times (tails), and solves that relaxation exactly
+// with preemption allowed (Jackson's preemptive schedule).
 #pragma once
 
 #include "compiler/lower_bound.h"
