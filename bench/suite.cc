@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <stdexcept>
 
 #include "compiler/metrics.h"
 #include "compiler/simulator.h"
@@ -173,6 +174,17 @@ std::vector<BenchCase> profile_cases(const ProfileSpec& profile,
     cases.push_back(std::move(c));
   }
   return cases;
+}
+
+Problem suite_problem(const std::string& name, double budget_fraction, const std::string& layout) {
+  for (const ProfileSpec& profile : suite_profiles(SuiteKind::kFull)) {
+    if (profile.name != name) continue;
+    const std::vector<BenchCase> cases = profile_cases(profile, {budget_fraction});
+    for (const Variant& variant : cases.front().variants) {
+      if (variant.name == layout) return variant.problem;
+    }
+  }
+  throw std::invalid_argument(fmt::format("the suite has no {} on {}", name, layout));
 }
 
 }  // namespace optpipe::bench

@@ -63,4 +63,8 @@ int64_t one_f_one_b_activation_peak(const Problem& v1_problem);
 std::vector<BenchCase> profile_cases(const ProfileSpec& profile,
                                      const std::vector<double>& fractions = {});
 
+// One layout of the full suite's profile `name` at one budget (tests pin cases of the suite);
+// throws std::invalid_argument where the suite has none.
+Problem suite_problem(const std::string& name, double budget_fraction, const std::string& layout);
+
 }  // namespace optpipe::bench

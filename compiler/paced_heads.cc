@@ -112,7 +112,9 @@ class LinkGroup {
       return reloads_fit(away, time);
     };
     if (fits(head)) return head;
-    return first_fit_after(moments_, head, makespan_ == kInfinity, fits).value_or(head);
+    const bool stay =
+        std::all_of(ranks_.begin(), ranks_.end(), [&](int r) { return memory_[r].fits_stay(); });
+    return first_fit_after(moments_, head, stay, fits).value_or(head);
   }
 
  private:
@@ -149,7 +151,7 @@ class Round {
     memory_.reserve(problem.ranks);
     for (int r = 0; r < problem.ranks; ++r) {
       memory_.emplace_back(problem, paths, r, heads, makespan,
-                           checkpoints.empty() ? kAnyCheckpoints : checkpoints[r]);
+                           checkpoints.empty() ? CheckpointCap{} : checkpoints[r]);
     }
     if (!link_groups || !problem.offload || problem.offload->link_group_of_rank.empty()) return;
     std::map<int, std::vector<int>> members;

@@ -10,11 +10,22 @@
 
 namespace optpipe {
 
-// Per rank, the most activations it may hold as their checkpoint at once (recomputed: from the
-// end of their F to the start of their R), where a pacing assumes such caps; empty: any number
-// on every rank.
-using CheckpointCaps = std::vector<int>;
 inline constexpr int kAnyCheckpoints = std::numeric_limits<int>::max();
+
+// The most activations a rank may hold as their checkpoint at once (recomputed: from the end of
+// their F to the start of their R) at an F's start, where a pacing assumes a cap: `until_split`
+// at F starts before `split`, `after_split` at the others.
+struct CheckpointCap {
+  int until_split = kAnyCheckpoints;
+  int after_split = kAnyCheckpoints;
+  double split = std::numeric_limits<double>::infinity();
+
+  int at(double time) const { return time < split ? until_split : after_split; }
+  // Whether an F that fits at some moment fits at every later one as far as the caps go.
+  bool never_falls() const { return after_split >= until_split; }
+};
+// Per rank; empty: any number on every rank.
+using CheckpointCaps = std::vector<CheckpointCap>;
 
 // Per stage, the least start of its k-th F, B and W (k from 0, in start order), from the
 // schedule's first start: [stage][k], non-decreasing in k.
@@ -36,8 +47,9 @@ struct OpHeads {
 // them first, need to fit. Where the rank has later stages, their Fs that must come first (the
 // k-th F of the earlier stage would leave no room for them by their latest start in schedules of
 // the makespan, or ever without a link) count too. On ranks with a stage that can recompute, as
-// many of the activations counted as the rank's cap in `checkpoints` may be held as their
-// checkpoint and count for their checkpoint bytes (R's allocation is not checked). With a
+// many of the activations counted as the rank's cap in `checkpoints` allows at the moment checked
+// may be held as their checkpoint and count for their checkpoint bytes (R's allocation is not
+// checked). With a
 // `makespan`, the heads hold in the schedules that end by then: an activation away at a time t
 // comes back by a reload after t, one at a time on the rank's channel, and its B and the backwards
 // below it follow before the end, so fewer can be away late. `settled`, where given, tells whether

@@ -32,7 +32,7 @@ int ended_by(const std::vector<double>& ends, double time) {
 }
 
 RankMemory::RankMemory(const Problem& problem, const MicrobatchPaths& paths, int rank,
-                       const OpHeads& heads, double makespan, int checkpoints)
+                       const OpHeads& heads, double makespan, const CheckpointCap& checkpoints)
     : problem_(problem),
       paths_(paths),
       heads_(heads),
@@ -70,12 +70,25 @@ RankMemory::RankMemory(const Problem& problem, const MicrobatchPaths& paths, int
 }
 
 double RankMemory::earliest_fit(size_t c, int k, double head) const {
+  head = std::max(head, after_forwards_first(c, k));
   const Counted counted = at_forward(c, k);
   auto fits = [&](double t) { return this->fits(counted, t); };
   if (fits(head)) return head;
-  const std::optional<double> first = first_fit_after(moments_, head, makespan_ == kInfinity, fits);
+  const std::optional<double> first = first_fit_after(moments_, head, fits_stay(), fits);
   if (first) return *first;
   return moments_.empty() ? head : std::max(head, moments_.back());
+}
+
+double RankMemory::after_forwards_first(size_t c, int k) const {
+  double after = 0;
+  if (forwards_before_.empty()) return after;
+  for (size_t i = c + 1; i < stages_.size(); ++i) {
+    const int first = forwards_before_[c][i][k];
+    if (first == 0) continue;
+    const int s = stages_[i];
+    after = std::max(after, heads_.forward[s][first - 1] + problem_.stages[s].forward);
+  }
+  return after;
 }
 
 Counted RankMemory::at_forward(size_t c, int k) const {
@@ -156,7 +169,8 @@ double RankMemory::latest_forward(size_t i, int j) const {
 bool RankMemory::fits_by(const Counted& counted, double from, double to) const {
   // Held falls with time and with more away; the channel has moved the most by `to`, and the
   // reloads' way back allows the most away at `from`: a check that holds for the whole window.
-  const Holding at_end = holding_at(counted, to);
+  Holding at_end = holding_at(counted, to);
+  at_end.checkpoints = std::max(checkpoints_.at(from), at_end.checkpoints);  // the most in between
   const int moved_by_end = ended_by(offloads_end_, to);
   auto fits_relaxed = [&](double first) {
     return held(at_end, std::min(moved_by_end, away_at_most(first))) <= budget_;
@@ -211,6 +225,7 @@ int RankMemory::available_away(double time) const {
 // activation held as its checkpoint frees at most the largest A - C more (held()).
 RankMemory::Holding RankMemory::holding_at(const Counted& counted, double time) const {
   Holding holding{counted, time};
+  holding.checkpoints = checkpoints_.at(time);
   for (size_t i = 0; i < stages_.size(); ++i) {
     const StageCosts& cost = problem_.stages[stages_[i]];
     const Released r = released(counted, i, time);
@@ -236,7 +251,7 @@ double RankMemory::held(const Holding& holding, int away) const {
   }
   // A checkpoint is held between its F and its R, before its B, and never offloaded: held as A
   // instead, it would leave a way of releasing that the count above takes at least as low.
-  return held - std::min(checkpoints_, holding.others) * checkpointed_;
+  return held - std::min(holding.checkpoints, holding.others) * checkpointed_;
 }
 
 // Each activation away comes back after `time` by a reload of its own on the rank's channel, one at

@@ -52,12 +52,12 @@ struct Counted {
 };
 
 // The memory of one rank as the pacing sees it, from the heads of the current round, in
-// schedules of at most `makespan` in which the rank holds at most `checkpoints` activations as
-// their checkpoint at once.
+// schedules of at most `makespan` in which the rank holds no more activations as their checkpoint
+// at once than `checkpoints` allows.
 class RankMemory {
  public:
   RankMemory(const Problem& problem, const MicrobatchPaths& paths, int rank, const OpHeads& heads,
-             double makespan, int checkpoints);
+             double makespan, const CheckpointCap& checkpoints);
 
   // The earliest moment from `head` on at which the k-th F of the rank's c-th stage fits. Where
   // nothing released by the heads makes it fit, no schedule fits the budget; the last release
@@ -67,6 +67,9 @@ class RankMemory {
   // At the k-th F of the rank's c-th stage: k + 1 activations of each of its first c stages, the
   // F's own included (which no release can have freed).
   Counted at_forward(size_t c, int k) const;
+  // The k-th F of the rank's c-th stage starts after the Fs of its later stages that must come
+  // first (forwards_before_) have ended, one op at a time: the least such start.
+  double after_forwards_first(size_t c, int k) const;
   // At the k-th F of `stage` on another rank: k + 1 activations of each of this rank's stages
   // before it, which those microbatches passed first.
   Counted before_stage(int stage, int k) const;
@@ -78,6 +81,9 @@ class RankMemory {
   int offloads_needed(const Counted& counted, double time) const;
 
   bool moves() const { return moved_ > 0; }
+  // Whether a check that holds at some moment holds at every later one, so that the first moment
+  // that fits can be found by bisection (first_fit_after).
+  bool fits_stay() const { return makespan_ == kInfinity && checkpoints_.never_falls(); }
   const std::vector<double>& moments() const { return moments_; }
   const std::vector<double>& forward_heads() const { return forwards_; }  // sorted
   double shortest_forward() const { return shortest_forward_; }
@@ -123,7 +129,8 @@ class RankMemory {
     double time;
     double bytes = 0;
     int movable = 0;
-    int others = 0;  // the activations counted, less the F's own
+    int others = 0;       // the activations counted, less the F's own
+    int checkpoints = 0;  // the most of them held as their checkpoint
   };
   Holding holding_at(const Counted& counted, double time) const;
 
@@ -145,7 +152,7 @@ class RankMemory {
   const double budget_;
   const double makespan_;
   double moved_ = 0;                  // the most an offload frees
-  const int checkpoints_;             // held as their checkpoint at once, at most
+  const CheckpointCap checkpoints_;   // held as their checkpoint at once, at most
   double checkpointed_ = 0;           // the most a recompute frees: A - C
   double reload_time_ = kInfinity;    // the least of the rank's reloads
   double after_reload_ = kInfinity;   // least time from a reload's end to the schedule's end

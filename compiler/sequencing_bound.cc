@@ -22,6 +22,8 @@ constexpr int kFewRanks = 2;
 // The checkpoints' bound tries the counts one by one up to 7, then in ranges that grow by a
 // quarter: [8, 9], [10, 11], [12, 14], [15, 17], ...
 constexpr int kRangeGrowth = 4;
+// Split at a moment, it tries the counts before and after it in ranges from these: 0, 1, 2-3, 4+.
+constexpr std::array<int, 4> kSplitLows = {0, 1, 2, 4};
 // Relative width at which the bisection over makespans stops: well below any schedule's spread.
 constexpr double kBisectionPrecision = 1e-6;
 
@@ -263,22 +265,17 @@ class Relaxation {
   // activations rank r holds as their checkpoint at once: r runs at least ρ Rs (one per
   // activation held so), and the heads paced with r capped at ρ (the other ranks not capped)
   // hold, so r's jobs and ρ of its shortest R bound the makespan; the least of that over ρ is
-  // r's bound, and the largest over the ranks bounds every schedule. ρ is tried in ranges
-  // (kRangeGrowth): within one, the pacing for its largest ρ and the R time of its smallest
-  // hold, so one pacing per range. With no cap and an R for each of its activations
-  // (the last range at most) a rank's jobs give at most its bound, M: the ranks are taken from
-  // the highest M down while it is above the bound so far, each range's pacing is for schedules
-  // that end by the rank's least so far (any other ends later), and a rank's ranges end once
-  // their R time and the rank's work reach its least, or its least is at most the bound so far.
+  // r's bound, and the largest over the ranks bounds every schedule. With no cap and an R for
+  // each of its activations a rank's jobs give at most its bound, M: the ranks are taken from the
+  // highest M down while it is above the bound so far (rank_bound).
   double checkpoint_bound(double known) const {
     const int ranks = problem_.ranks;
-    const OpHeads& uncapped = start_for_makespans();
     std::vector<std::pair<double, int>> candidates;  // (at most the rank's bound, rank)
     double largest = 0;
     int above = 0;
     for (int r = 0; r < ranks; ++r) {
       if (shortest_recompute(r) == kInfinity) continue;
-      candidates.emplace_back(with_recomputes(uncapped, r, activations_of_rank(r)), r);
+      candidates.emplace_back(with_recomputes(start_for_makespans(), r, activations_of_rank(r)), r);
       largest = std::max(largest, candidates.back().first);
       above += candidates.back().first > known;
     }
@@ -286,8 +283,8 @@ class Relaxation {
     // 0, which paces each rank's heads at least as late as its own cap of 0, sorts most of them
     // out.
     if (above > kFewRanks) {
-      const OpHeads strictest =
-          paced_heads(problem_, uncapped, largest, nullptr, CheckpointCaps(ranks, 0));
+      const OpHeads strictest = paced_heads(problem_, start_for_makespans(), largest, nullptr,
+                                            CheckpointCaps(ranks, CheckpointCap{0, 0}));
       for (auto& [at_most, r] : candidates) {
         at_most = std::min(at_most, with_recomputes(strictest, r, 0));
       }
@@ -296,32 +293,72 @@ class Relaxation {
     double bound = known;
     for (const auto& [at_most, r] : candidates) {
       if (at_most <= bound) break;
-      double work = 0;
-      for (const Job& job : rank_jobs(problem_, families_, unpaced_, nullptr, r)) {
-        work += job.duration;
-      }
-      CheckpointCaps caps(ranks, kAnyCheckpoints);
-      double least = at_most;
-      for (int low = 0, next = 1; low * shortest_recompute(r) + work < least && least > bound;
-           low = next, next += std::max(1, next / kRangeGrowth)) {
-        const int high = next - 1;
-        caps[r] = high >= activations_of_rank(r) ? kAnyCheckpoints : high;
-        const OpHeads heads = paced_heads(problem_, uncapped, least, nullptr, caps);
-        least = std::min(least, with_recomputes(heads, r, low));
-        if (caps[r] == kAnyCheckpoints) break;
-      }
-      bound = std::max(bound, least);
+      bound = std::max(bound, rank_bound(r, at_most, bound));
     }
     return bound;
   }
 
  private:
-  // The least makespan of the rank's jobs at these heads, with `count` of its shortest R.
-  double with_recomputes(const OpHeads& heads, int rank, int count) const {
+  // Rank r's bound (checkpoint_bound), at most `at_most`, where it is above `bound`. ρ is tried in
+  // ranges (kRangeGrowth): within one, the pacing for its largest ρ and the R time of its smallest
+  // hold, so one pacing per range. Each pacing is for schedules that end by the rank's least so
+  // far (any other ends later), and the ranges end once their R time and the rank's work reach
+  // that least, or it is at most `bound`.
+  // Then the same split at a moment τ, the start of the rank's last stage's first F at its
+  // uncapped head: with ρ₁ the most checkpoints at F starts before τ and ρ₂ at the others, the
+  // heads paced with those caps hold, the ρ₂ activations held from τ on are recomputed after τ,
+  // and the rank runs at least max(ρ₁, ρ₂) Rs. Where the ramp-up needs a checkpoint at its end and
+  // the steady state another much later, one R cannot fill the ramp-up's idle time and serve both
+  // unless it waits until the later. ρ₁ and ρ₂ are each tried as 0, 1, 2-3 and any number from 4.
+  double rank_bound(int r, double at_most, double bound) const {
+    const OpHeads& uncapped = start_for_makespans();
+    const double r_time = shortest_recompute(r);
+    double work = 0;
+    for (const Job& job : rank_jobs(problem_, families_, unpaced_, nullptr, r)) {
+      work += job.duration;
+    }
+    const int most = activations_of_rank(r);
+    auto capped = [&](int high) { return high >= most ? kAnyCheckpoints : high; };
+    CheckpointCaps caps(problem_.ranks);
+    double least = at_most;
+    for (int low = 0, next = 1; low * r_time + work < least && least > bound;
+         low = next, next += std::max(1, next / kRangeGrowth)) {
+      const int cap = capped(next - 1);
+      caps[r] = {cap, cap};
+      least = std::min(
+          least, with_recomputes(paced_heads(problem_, uncapped, least, nullptr, caps), r, low));
+      if (cap == kAnyCheckpoints) break;
+    }
+    const double split = uncapped.forward[problem_.stages_of_rank(r).back()][0];
+    double split_least = at_most;
+    for (size_t i = 0; i < kSplitLows.size(); ++i) {
+      for (size_t j = 0; j < kSplitLows.size(); ++j) {
+        const int low_until = kSplitLows[i];
+        const int low_after = kSplitLows[j];
+        if (split_least <= std::max(least, bound)) return least;  // no higher than the above
+        if (std::max(low_until, low_after) * r_time + work >= split_least) continue;
+        auto cap = [&](size_t k) {
+          return k + 1 < kSplitLows.size() ? capped(kSplitLows[k + 1] - 1) : kAnyCheckpoints;
+        };
+        caps[r] = {cap(i), cap(j), split};
+        const OpHeads heads = paced_heads(problem_, uncapped, split_least, nullptr, caps);
+        split_least = std::min(split_least, with_recomputes(heads, r, low_after, split,
+                                                            std::max(0, low_until - low_after)));
+      }
+    }
+    return std::max(least, split_least);
+  }
+
+  // The least makespan of the rank's jobs at these heads, with `count` of its shortest R, none of
+  // them starting before `from`, and `more` of them anywhere.
+  double with_recomputes(const OpHeads& heads, int rank, int count, double from = 0,
+                         int more = 0) const {
     std::vector<Job> jobs = rank_jobs(problem_, families_, heads, &tails_, rank);
-    if (count > 0) {
+    for (const auto& [n, earliest] : {std::pair{count, from}, std::pair{more, 0.0}}) {
+      if (n == 0) continue;
       Job recompute = recompute_job(problem_, families_, heads, rank);
-      recompute.duration = count * shortest_recompute(rank);
+      recompute.head = std::max(recompute.head, earliest);
+      recompute.duration = n * shortest_recompute(rank);
       jobs.push_back(recompute);
     }
     return jackson_preemptive_bound(std::move(jobs));

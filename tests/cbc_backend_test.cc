@@ -4,10 +4,6 @@
 
 #include <gtest/gtest.h>
 
-#include <stdexcept>
-#include <string>
-#include <vector>
-
 #include "bench/suite.h"
 #include "compiler/simulator.h"
 #include "heuristics/offload_placement.h"
@@ -23,14 +19,7 @@ namespace {
 // V-shape: no round trip fits an activation's lifespan there, so the whole-order model only
 // orders ops (531 columns).
 Problem scarce_vshape_at_half_budget() {
-  for (const bench::ProfileSpec& profile : bench::suite_profiles(bench::SuiteKind::kFull)) {
-    if (profile.name != "gpt-R4-m4-scarce") continue;
-    const std::vector<bench::BenchCase> cases = bench::profile_cases(profile, {0.5});
-    for (const bench::Variant& variant : cases.front().variants) {
-      if (variant.name == "vshape") return variant.problem;
-    }
-  }
-  throw std::logic_error("the suite has no gpt-R4-m4-scarce V-shape");
+  return bench::suite_problem("gpt-R4-m4-scarce", 0.5, "vshape");
 }
 
 // Serial CBC (each run takes the same path) on the whole-order model of `schedule` (split
