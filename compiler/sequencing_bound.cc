@@ -329,6 +329,8 @@ class Relaxation {
           least, with_recomputes(paced_heads(problem_, uncapped, least, nullptr, caps), r, low));
       if (cap == kAnyCheckpoints) break;
     }
+    // On a rank of one stage the split is at its first F, and every R comes after it anyway.
+    if (problem_.stages_of_rank(r).size() < 2) return least;
     const double split = uncapped.forward[problem_.stages_of_rank(r).back()][0];
     double split_least = at_most;
     for (size_t i = 0; i < kSplitLows.size(); ++i) {
