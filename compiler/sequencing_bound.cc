@@ -22,8 +22,9 @@ constexpr int kFewRanks = 2;
 // The checkpoints' bound tries the counts one by one up to 7, then in ranges that grow by a
 // quarter: [8, 9], [10, 11], [12, 14], [15, 17], ...
 constexpr int kRangeGrowth = 4;
-// Split at a moment, it tries the counts before and after it in ranges from these: 0, 1, 2-3, 4+.
-constexpr std::array<int, 4> kSplitLows = {0, 1, 2, 4};
+// Split at a moment, it tries the counts before and after it in ranges from these: 0, 1, 2, 3,
+// 4-5, 6-7, 8+.
+constexpr std::array<int, 7> kSplitLows = {0, 1, 2, 3, 4, 6, 8};
 // Relative width at which the bisection over makespans stops: well below any schedule's spread.
 constexpr double kBisectionPrecision = 1e-6;
 
@@ -309,7 +310,7 @@ class Relaxation {
   // heads paced with those caps hold, the ρ₂ activations held from τ on are recomputed after τ,
   // and the rank runs at least max(ρ₁, ρ₂) Rs. Where the ramp-up needs a checkpoint at its end and
   // the steady state another much later, one R cannot fill the ramp-up's idle time and serve both
-  // unless it waits until the later. ρ₁ and ρ₂ are each tried as 0, 1, 2-3 and any number from 4.
+  // unless it waits until the later. ρ₁ and ρ₂ are each tried in the ranges of kSplitLows.
   double rank_bound(int r, double at_most, double bound) const {
     const OpHeads& uncapped = start_for_makespans();
     const double r_time = shortest_recompute(r);
