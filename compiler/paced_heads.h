@@ -49,12 +49,11 @@ struct OpHeads {
 // the makespan, or ever without a link) count too. On ranks with a stage that can recompute, as
 // many of the activations counted as the rank's cap in `checkpoints` allows at the moment checked
 // may be held as their checkpoint and count for their checkpoint bytes (R's allocation is not
-// checked). With a
-// `makespan`, the heads hold in the schedules that end by then: an activation away at a time t
-// comes back by a reload after t, one at a time on the rank's channel, and its B and the backwards
-// below it follow before the end, so fewer can be away late. `settled`, where given, tells whether
-// the last round raised no head: on a budget that no schedule fits, heads can creep up round after
-// round until the rounds run out.
+// checked). With a `makespan`, the heads hold in the schedules that end by then: an activation
+// away at a time t comes back by a reload after t, one at a time on the rank's channel, and its B
+// and the backwards below it follow before the end, so fewer can be away late. `settled`, where
+// given, tells whether the last round raised no head: on a budget that no schedule fits, heads can
+// creep up round after round until the rounds run out.
 OpHeads paced_heads(const Problem& problem, OpHeads heads,
                     double makespan = std::numeric_limits<double>::infinity(),
                     bool* settled = nullptr, const CheckpointCaps& checkpoints = {});

@@ -126,7 +126,7 @@ TEST(PacedTails, NoScheduleAtItsOwnPeaksEndsItsOpsLaterThanThePacedTails) {
         }
         ++schedules;
         paced += raised;
-        offloading += testing::offloads(schedule);
+        offloading += testing::has_action(schedule, Op::kOffload);
       }
     }
   }

@@ -222,7 +222,7 @@ TEST(SequencingBound, NoScheduleAtItsOwnPeaksBeatsTheMemoryPacing) {
                   bound.source == BoundSource::kRecomputeTime)
           << to_string(bound.source);
     }
-    offloading += testing::offloads(schedule);
+    offloading += testing::has_action(schedule, Op::kOffload);
   };
   for (int trial = 0; trial < 60; ++trial) {
     Problem roomy = testing::random_problem(rng);
@@ -288,7 +288,7 @@ void check_offloading_schedules(const Problem& problem, uint64_t seed,
     if (!generator->unsupported_reason(problem).empty()) continue;
     for (const Schedule& schedule :
          testing::schedule_and_a_kick(problem, roomy, generator->build(problem), method, seed)) {
-      if (!testing::offloads(schedule)) continue;
+      if (!testing::has_action(schedule, Op::kOffload)) continue;
       SCOPED_TRACE(::testing::Message()
                    << method << " R=" << problem.ranks << " v=" << problem.chunks_per_rank
                    << " m=" << problem.microbatches);
@@ -379,30 +379,6 @@ TEST(SequencingBound, NoScheduleOnSharedLinksAtItsOwnPeaksBeatsTheGroupPacing) {
   EXPECT_GT(count.raised, 40);
 }
 
-// `order` with R(s, j) right before the backward of each activation that `pick` chooses.
-Order recompute_some(Order order, const std::function<bool()>& pick) {
-  for (auto& refs : order.ranks) {
-    std::vector<OpRef> with_recompute;
-    for (const OpRef& ref : refs) {
-      if (is_input_backward(ref.op) && pick()) {
-        with_recompute.push_back({Op::kRecompute, ref.stage, ref.microbatch});
-      }
-      with_recompute.push_back(ref);
-    }
-    refs = std::move(with_recompute);
-  }
-  return order;
-}
-
-bool recomputes(const Schedule& schedule) {
-  for (const auto& actions : schedule.ranks) {
-    for (const Action& a : actions) {
-      if (a.ref.op == Op::kRecompute) return true;
-    }
-  }
-  return false;
-}
-
 // Schedules that recompute some of their activations, held to the bound at their own peaks: the
 // generators' orders with a random half of the activations recomputed (where a rank holds only a
 // few as their checkpoint at once, the checkpoints' pacing is tightest), and a kick of the local
@@ -421,10 +397,10 @@ TEST(SequencingBound, NoRecomputingScheduleAtItsOwnPeaksBeatsTheCheckpointPacing
     }
     for (const Generator& generator : generators()) {
       if (!generator.unsupported_reason(roomy).empty()) continue;
-      const Order order = recompute_some(generator.build(roomy), half);
+      const Order order = testing::recompute_some(generator.build(roomy), half);
       for (const Schedule& schedule :
            testing::schedule_and_a_kick(roomy, roomy, order, std::string(generator.name), trial)) {
-        if (!recomputes(schedule)) continue;
+        if (!testing::has_action(schedule, Op::kRecompute)) continue;
         SCOPED_TRACE(::testing::Message()
                      << "trial " << trial << " " << generator.name << " R=" << roomy.ranks
                      << " v=" << roomy.chunks_per_rank << " m=" << roomy.microbatches);

@@ -124,10 +124,10 @@ Problem at_own_peaks(const Problem& problem, const Schedule& schedule) {
   return at_peaks;
 }
 
-bool offloads(const Schedule& schedule) {
-  return std::any_of(schedule.ranks.begin(), schedule.ranks.end(), [](const auto& actions) {
+bool has_action(const Schedule& schedule, Op op) {
+  return std::any_of(schedule.ranks.begin(), schedule.ranks.end(), [op](const auto& actions) {
     return std::any_of(actions.begin(), actions.end(),
-                       [](const Action& a) { return a.ref.op == Op::kOffload; });
+                       [op](const Action& a) { return a.ref.op == op; });
   });
 }
 
@@ -166,10 +166,14 @@ Schedule offloading_1f1b(Problem& problem) {
 }
 
 Order recompute_all(Order order) {
+  return recompute_some(std::move(order), [] { return true; });
+}
+
+Order recompute_some(Order order, const std::function<bool()>& pick) {
   for (auto& refs : order.ranks) {
     std::vector<OpRef> with_recompute;
     for (const OpRef& ref : refs) {
-      if (is_input_backward(ref.op)) {
+      if (is_input_backward(ref.op) && pick()) {
         with_recompute.push_back({Op::kRecompute, ref.stage, ref.microbatch});
       }
       with_recompute.push_back(ref);

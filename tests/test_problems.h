@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <random>
 #include <string>
@@ -44,8 +45,8 @@ Problem with_budget_fraction(Problem p, double fraction);
 // schedule fits, where memory binds most.
 Problem at_own_peaks(const Problem& problem, const Schedule& schedule);
 
-// Whether `schedule` offloads some activation.
-bool offloads(const Schedule& schedule);
+// Whether `schedule` has some action of type `op` (an offload, a recompute, ...).
+bool has_action(const Schedule& schedule, Op op);
 
 // `order` timed on `problem`, and, where the local search can start from it on `roomy` (the same
 // problem with room for anything), a random kick of it there: a schedule that may offload,
@@ -68,6 +69,8 @@ Schedule offloading_1f1b(Problem& problem);
 
 // `order` with R(s, j) inserted right before each backward (B or BW) of every activation.
 Order recompute_all(Order order);
+// The same for each activation that `pick` chooses, asked once per backward in list order.
+Order recompute_some(Order order, const std::function<bool()>& pick);
 
 // 1F1B recomputing every activation: every stage keeps `checkpoint_bytes` after F and runs R
 // (as long as F) right before its backward.
