@@ -151,7 +151,7 @@ class ListScheduler {
     return r;
   }
 
-  // Whether a rank that has not yet found nothing decides at `time` too.
+  // Whether another rank decides at `time` too, one not waiting (nothing ready when it was free).
   bool another_rank_decides_at(double time) {
     drop_outdated_decisions();
     return !decisions_.empty() && decisions_.top().time == time && !decisions_.top().waiting;
