@@ -276,19 +276,20 @@ class Relaxation {
   double checkpoint_bound(double known) const {
     const int ranks = problem_.ranks;
     std::vector<std::pair<double, int>> candidates;  // (at most the rank's bound, rank)
+    double largest = 0;
     int above = 0;
     for (int r = 0; r < ranks; ++r) {
       if (shortest_recompute(r) == kInfinity) continue;
       candidates.emplace_back(with_recomputes(start_for_makespans(), r, activations_of_rank(r)), r);
+      largest = std::max(largest, candidates.back().first);
       above += candidates.back().first > known;
     }
     // Where more than a few ranks would take a pacing each, one pacing with every rank capped at
-    // 0 sorts most of them out: it caps each rank's result at its jobs with no R. Any cap keeps
-    // that a bound (rank_bound counts the schedules past it as ending there); this one is paced
-    // for every makespan, which settles in a fraction of the rounds (R = 32, m = 256: 0.7 s less)
-    // and lowered none of the suite's bounds.
+    // 0, which paces each rank's heads at least as late as its own cap of 0, sorts most of them
+    // out. (Paced for every makespan instead of `largest` it settles sooner but lowers bounds:
+    // R = 4, m = 8 recompute at 75% on the V-shape 966.5 -> 949.0.)
     if (above > kFewRanks) {
-      const OpHeads strictest = paced_heads(problem_, start_for_makespans(), kInfinity, nullptr,
+      const OpHeads strictest = paced_heads(problem_, start_for_makespans(), largest, nullptr,
                                             CheckpointCaps(ranks, CheckpointCap{0, 0}));
       for (auto& [at_most, r] : candidates) {
         at_most = std::min(at_most, with_recomputes(strictest, r, 0));
@@ -343,54 +344,47 @@ class Relaxation {
   // those caps hold, the ρ₂ activations held from τ on are recomputed after τ, and the rank runs
   // at least max(ρ₁, ρ₂) Rs. Where the ramp-up needs a checkpoint at its end and the steady state
   // another much later, one R cannot fill the ramp-up's idle time and serve both unless it waits
-  // until the later. ρ₁ and ρ₂ are each tried in the ranges of kSplitLows, two probes first and
-  // then in order of their estimate (as in ladder_bound), skipping those whose estimate reaches
-  // the least so far; 0 once that least is within `above`, which the split then cannot raise.
+  // until the later. ρ₁ and ρ₂ are each tried in the ranges of kSplitLows, each pacing for
+  // schedules that end by the least so far, skipping the pairs whose estimate (as in
+  // ladder_bound) reaches it; 0 once it is within `above`, which the split then cannot raise.
   double split_bound(int r, double at_most, double above, int least_low) const {
     const OpHeads& uncapped = start_for_makespans();
     const double split = uncapped.forward[problem_.stages_of_rank(r).back()][0];
-    auto split_value = [&](const OpHeads& heads, size_t until, size_t after) {
+    const size_t last = kSplitLows.size() - 1;
+    // The rank's jobs at `heads` with the Rs of the counts `until` and `after` (indices in
+    // kSplitLows).
+    auto split_jobs = [&](const OpHeads& heads, size_t until, size_t after) {
       const int low_until = kSplitLows[until];
       const int low_after = kSplitLows[after];
       return with_recomputes(heads, r, low_after, split, std::max(0, low_until - low_after));
     };
-    struct SplitCounts {
-      double estimate;
-      size_t until;  // index in kSplitLows
-      size_t after;
+    // The same at the heads paced with those caps for schedules that end by `makespan`.
+    CheckpointCaps caps(problem_.ranks);
+    auto split_value = [&](size_t until, size_t after, double makespan) {
+      auto cap = [&](size_t k) {
+        return k < last ? capped(r, kSplitLows[k + 1] - 1) : kAnyCheckpoints;
+      };
+      caps[r] = {cap(until), cap(after), split};
+      return split_jobs(paced_heads(problem_, uncapped, makespan, nullptr, caps), until, after);
     };
-    std::vector<SplitCounts> counts;
-    for (size_t i = 0; i < kSplitLows.size(); ++i) {
-      for (size_t j = 0; j < kSplitLows.size(); ++j) {
-        counts.push_back({split_value(uncapped, i, j), i, j});
-      }
-    }
-    // The probes most often meet the ladder's least, which ends the search at once where the
-    // split cannot raise it: the least's range before the split with no checkpoint after it, and
-    // any checkpoints with the most Rs after it.
+    auto within_above = [&](double value) { return value <= above * (1 + kSameSumMargin); };
+    // Two probes, paced for schedules that end by `above`, most often find the split no higher:
+    // the least's range before τ with no checkpoint after it, and any number with the most Rs
+    // after it. Were one within `above`, the search below would reach it there too (its pacings
+    // are for makespans above `above`, which only lowers their result), so it can stop at once.
     const size_t least_row =
         std::upper_bound(kSplitLows.begin(), kSplitLows.end(), least_low) - kSplitLows.begin() - 1;
-    const size_t last = kSplitLows.size() - 1;
-    auto order = [&](const SplitCounts& counts) {
-      if (counts.until == least_row && counts.after == 0) return 0;
-      if (counts.until == last && counts.after == last) return 1;
-      return 2;
-    };
-    std::sort(counts.begin(), counts.end(), [&](const SplitCounts& a, const SplitCounts& b) {
-      return std::pair{order(a), a.estimate} < std::pair{order(b), b.estimate};
-    });
-    auto cap = [&](size_t k) {
-      return k < last ? capped(r, kSplitLows[k + 1] - 1) : kAnyCheckpoints;
-    };
-    CheckpointCaps caps(problem_.ranks);
+    if (within_above(split_value(least_row, 0, above)) ||
+        within_above(split_value(last, last, above))) {
+      return 0;
+    }
     double least = at_most;
-    for (const auto& [estimate, i, j] : counts) {
-      // Within the last bits of `above`: no higher.
-      if (least <= above * (1 + kSameSumMargin)) return 0;
-      if (estimate >= least) continue;
-      caps[r] = {cap(i), cap(j), split};
-      least =
-          std::min(least, split_value(paced_heads(problem_, uncapped, least, nullptr, caps), i, j));
+    for (size_t i = 0; i <= last; ++i) {
+      for (size_t j = 0; j <= last; ++j) {
+        if (within_above(least)) return 0;
+        if (split_jobs(uncapped, i, j) >= least) continue;  // the estimate
+        least = std::min(least, split_value(i, j, least));
+      }
     }
     return least;
   }
