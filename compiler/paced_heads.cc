@@ -6,6 +6,7 @@
 
 #include "compiler/microbatch_paths.h"
 #include "compiler/paced_memory.h"
+#include "compiler/rank_load_heads.h"
 
 namespace optpipe {
 
@@ -208,7 +209,11 @@ OpHeads paced_heads(const Problem& problem, OpHeads heads, double makespan, bool
                     const CheckpointCaps& checkpoints) {
   const MicrobatchPaths paths = microbatch_paths(problem);
   // Each rank alone first, then with its link group: the group's check costs several times the
-  // rank's, and the ranks alone settle most heads.
+  // rank's, and the ranks alone settle most heads. Where the memory raises no head, the ranks'
+  // load (compiler/rank_load_heads.h), which costs several rounds, in the pacings for every
+  // makespan: the others start from those heads (compiler/sequencing_bound.cc), and the load in
+  // theirs too raised no bound of the suite (docs/semantics.md).
+  const bool load = makespan == std::numeric_limits<double>::infinity();
   bool raised = true;
   for (const bool link_groups : {false, true}) {
     for (int round = 0; round < kMaxRounds; ++round) {
@@ -217,6 +222,7 @@ OpHeads paced_heads(const Problem& problem, OpHeads heads, double makespan, bool
       const Round pacing(problem, paths, at_start, makespan, checkpoints, link_groups);
       raised = false;
       for (int r = 0; r < problem.ranks; ++r) raised |= pacing.pace(r, heads);
+      if (!raised && load) raised = raise_by_rank_load(problem, heads);
       if (!raised || (makespan > 0 && beyond(problem, paths, heads, makespan))) break;
     }
   }

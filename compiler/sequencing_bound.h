@@ -1,6 +1,7 @@
 // A makespan lower bound from each rank's sequencing (docs/semantics.md, Metrics: lower_bound):
-// a rank runs one op at a time, no op can start before its dependencies let it, an F not before
-// its rank has room for its activation (compiler/paced_heads.h), no B or F ends later than the
+// a rank runs one op at a time, no op can start before its dependencies let it, nor before its
+// rank can have run the ops that precede it (compiler/rank_load_heads.h), an F not before its
+// rank has room for its activation (compiler/paced_heads.h), no B or F ends later than the
 // rank's memory lets the rest of the schedule run after it (compiler/paced_tails.h), and after an
 // op ends its microbatch still has the ops down the pipeline to run; where stages can recompute,
 // the rank also runs the R time its memory needs (compiler/rank_memory_need.h), and as many Rs as

@@ -16,20 +16,10 @@
 namespace optpipe {
 namespace {
 
-OpHeads zero_heads(const Problem& problem) {
-  OpHeads heads;
-  for (int s = 0; s < problem.num_stages(); ++s) {
-    heads.forward.emplace_back(problem.microbatches, 0.0);
-    heads.backward.emplace_back(problem.microbatches, 0.0);
-    heads.weight.emplace_back(problem.microbatches, 0.0);
-  }
-  return heads;
-}
-
 // The head of the k-th F of `stage`, paced from zero heads for schedules that end by `makespan`.
 double paced_forward(const Problem& problem, int stage, int k,
                      double makespan = std::numeric_limits<double>::infinity()) {
-  return paced_heads(problem, zero_heads(problem), makespan).forward[stage][k];
+  return paced_heads(problem, testing::zero_heads(problem), makespan).forward[stage][k];
 }
 
 // R = 2, v = 2 (rank 0 holds stages 0 and 2), m = 4, every op 1, A = 1000, G = 0, no link, room
@@ -42,7 +32,7 @@ double paced_forward(const Problem& problem, int stage, int k,
 TEST(PacedHeads, ForwardsOfAnEarlierStageWaitForTheLaterStageTheyLetIn) {
   Problem p = testing::uniform_problem(2, 2, 4);
   for (int r = 0; r < p.ranks; ++r) p.budget_bytes[r] = p.static_bytes[r] + 2000;
-  const OpHeads heads = paced_heads(p, zero_heads(p));
+  const OpHeads heads = paced_heads(p, testing::zero_heads(p));
   for (int k = 0; k < p.microbatches; ++k) {
     EXPECT_NEAR(heads.forward[0][k], 6 * k, 1e-9) << "k=" << k;
   }

@@ -22,7 +22,9 @@ namespace {
 // link: the mirror of SequencingBound.PacesForwardsBehindTheBackwardsThatFreeTheirMemory. Read
 // backwards, the k-th B(0) from the last follows k + 1 Ws of stage 0 (k + 1 from the end), and
 // for k >= 3 also the start of the F(0) of the (k - 3)-th from the last: at least 20 (the round
-// trip) after that B(0). So 1, 2, 3, then 20 more every three.
+// trip) after that B(0). So 1, 2, 3, then 20 more every three; from the second three on, 2 apart,
+// as rank 0 runs an F(0) between them (the rank's load, compiler/rank_load_heads.h). Rank 1 runs
+// the last microbatches' F(1) and B(1) one at a time too, so the F(0)s end 2 apart from the first.
 TEST(PacedTails, MirrorThePacedHeadsOnAPipelineWhoseBudgetBinds) {
   Problem p = testing::uniform_problem(2, 1, 16, {}, PlacementKind::kLoop, 8);
   for (int r = 0; r < p.ranks; ++r) p.budget_bytes[r] = p.static_bytes[r] + 3000;
@@ -31,10 +33,10 @@ TEST(PacedTails, MirrorThePacedHeadsOnAPipelineWhoseBudgetBinds) {
   EXPECT_TRUE(tails.weight.empty());
   for (int k = 0; k < p.microbatches; ++k) {
     SCOPED_TRACE(::testing::Message() << "k=" << k);
-    const double backward_zero = 1 + 20 * (k / 3) + k % 3;
+    const double backward_zero = 1 + 20 * (k / 3) + (k < 3 ? 1 : 2) * (k % 3);
     EXPECT_NEAR(tails.backward[0][k], backward_zero, 1e-9);
     // F(0) ends at least the round trip's rest (F1, B1, B0 and two hand-offs: 19) before B(0).
-    EXPECT_NEAR(tails.forward[0][k], backward_zero + 19, 1e-9);
+    EXPECT_NEAR(tails.forward[0][k], 20 + 20 * (k / 3) + 2 * (k % 3), 1e-9);
     // B(1): a hand-off and B(0) before the mirror's B(0), so 9 more than B(0)'s at first.
     EXPECT_NEAR(tails.backward[1][k], backward_zero + 9, 1e-9);
   }

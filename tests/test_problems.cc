@@ -106,6 +106,16 @@ Problem random_problem(std::mt19937& rng) {
   return p;
 }
 
+OpHeads zero_heads(const Problem& problem) {
+  OpHeads heads;
+  for (int s = 0; s < problem.num_stages(); ++s) {
+    heads.forward.emplace_back(problem.microbatches, 0.0);
+    heads.backward.emplace_back(problem.microbatches, 0.0);
+    heads.weight.emplace_back(problem.microbatches, 0.0);
+  }
+  return heads;
+}
+
 Problem with_budget_fraction(Problem p, double fraction) {
   for (int r = 0; r < p.ranks; ++r) {
     int64_t all = 0;

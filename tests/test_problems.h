@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "compiler/metrics.h"
+#include "compiler/paced_heads.h"
 #include "compiler/problem.h"
 #include "compiler/schedule.h"
 
@@ -37,6 +38,9 @@ Problem offloading_uniform(Problem problem, double bytes_per_time, int64_t activ
 // Varied R, v, m, per-stage costs, latency, placement, offload link, channel mode, link groups.
 // Memory budget ample (every schedule fits).
 Problem random_problem(std::mt19937& rng);
+
+// Heads of every op at 0, the schedule's first start: what holds before any raising.
+OpHeads zero_heads(const Problem& problem);
 
 // Each rank's budget: static bytes + `fraction` of all its activations at once.
 Problem with_budget_fraction(Problem p, double fraction);
