@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <bit>
 #include <limits>
+#include <numeric>
 #include <vector>
 
 namespace optpipe {
@@ -70,36 +71,27 @@ class LeastCompletion {
 // The heads of the own family's k-th op from the rank's load, for every k: the least completion
 // of k + 1 of each of the families `before` and the k heads of `own` before the k-th.
 std::vector<double> load_heads(const std::vector<Family>& before, const Family& own, int m) {
-  struct Job {
-    double release;
-    double duration;
-    int k;  // joins the k-th op's set
-  };
-  std::vector<Job> jobs;
-  for (const Family& family : before) {
-    for (int i = 0; i < m; ++i) jobs.push_back({(*family.heads)[i], family.duration, i});
+  std::vector<Family> families = before;
+  families.push_back(own);  // its k-th joins the set of the (k + 1)-th
+  const size_t jobs = families.size() * m;
+  auto release = [&](size_t job) { return (*families[job / m].heads)[job % m]; };
+  std::vector<size_t> by_release(jobs);
+  std::iota(by_release.begin(), by_release.end(), 0);
+  std::sort(by_release.begin(), by_release.end(),
+            [&](size_t a, size_t b) { return release(a) < release(b); });
+  std::vector<double> releases(jobs);
+  std::vector<size_t> leaf_of(jobs);
+  for (size_t leaf = 0; leaf < jobs; ++leaf) {
+    releases[leaf] = release(by_release[leaf]);
+    leaf_of[by_release[leaf]] = leaf;
   }
-  for (int i = 0; i + 1 < m; ++i) jobs.push_back({(*own.heads)[i], own.duration, i + 1});
-  if (jobs.empty()) return std::vector<double>(m, 0.0);  // the first F of a rank's first stage
-  std::sort(jobs.begin(), jobs.end(),
-            [](const Job& a, const Job& b) { return a.release < b.release; });
-  std::vector<double> releases(jobs.size());
-  std::vector<size_t> first_of_k(m + 1, 0);  // leaves by k: counting sort
-  for (size_t leaf = 0; leaf < jobs.size(); ++leaf) {
-    releases[leaf] = jobs[leaf].release;
-    ++first_of_k[jobs[leaf].k + 1];
-  }
-  for (int k = 0; k < m; ++k) first_of_k[k + 1] += first_of_k[k];
-  std::vector<size_t> by_k(jobs.size());
-  std::vector<size_t> next = first_of_k;
-  for (size_t leaf = 0; leaf < jobs.size(); ++leaf) by_k[next[jobs[leaf].k]++] = leaf;
   LeastCompletion machine(std::move(releases));
   std::vector<double> heads(m, 0.0);
   for (int k = 0; k < m; ++k) {
-    for (size_t i = first_of_k[k]; i < first_of_k[k + 1]; ++i) {
-      machine.add(by_k[i], jobs[by_k[i]].duration);
-    }
-    heads[k] = std::max(0.0, machine.least());
+    for (size_t f = 0; f < before.size(); ++f)
+      machine.add(leaf_of[f * m + k], families[f].duration);
+    if (k > 0) machine.add(leaf_of[before.size() * m + k - 1], own.duration);
+    heads[k] = std::max(0.0, machine.least());  // nothing added: the first F of a first stage
   }
   return heads;
 }
