@@ -45,6 +45,30 @@ TEST(RankLoadHeads, OpsWaitForTheirPredecessorsHeads) {
   EXPECT_DOUBLE_EQ(heads.weight[0][0], 14);
 }
 
+// When a schedule starts the k-th F, B and W of each stage: the split W of a fused BW starts T_B
+// after it.
+OpHeads schedule_starts(const Problem& problem, const Schedule& schedule) {
+  OpHeads starts;
+  starts.forward.resize(problem.num_stages());
+  starts.backward.resize(problem.num_stages());
+  starts.weight.resize(problem.num_stages());
+  for (const auto& actions : schedule.ranks) {
+    for (const Action& a : actions) {
+      const int s = a.ref.stage;
+      if (a.ref.op == Op::kForward) starts.forward[s].push_back(a.start);
+      if (is_input_backward(a.ref.op)) starts.backward[s].push_back(a.start);
+      if (a.ref.op == Op::kBackwardWeight) starts.weight[s].push_back(a.start);
+      if (a.ref.op == Op::kBackward) {
+        starts.weight[s].push_back(a.start + problem.stages[s].backward_input);
+      }
+    }
+  }
+  for (auto* family : {&starts.forward, &starts.backward, &starts.weight}) {
+    for (std::vector<double>& stage : *family) std::sort(stage.begin(), stage.end());
+  }
+  return starts;
+}
+
 // On random problems, the k-th op of each family in a generator's schedule starts no earlier than
 // the heads raised from the schedule's own first start.
 TEST(RankLoadHeads, NoScheduleStartsAnOpBeforeItsLoadHead) {
@@ -57,30 +81,11 @@ TEST(RankLoadHeads, NoScheduleStartsAnOpBeforeItsLoadHead) {
     for (const Generator& generator : generators()) {
       if (!generator.unsupported_reason(p).empty()) continue;
       const Schedule schedule = simulate(p, generator.build(p), std::string(generator.name));
-      OpHeads starts = testing::zero_heads(p);  // per family, its starts in order
-      std::vector<std::vector<std::vector<double>>*> of_type = {&starts.forward, &starts.backward,
-                                                                &starts.weight};
-      for (auto* family : of_type) {
-        for (auto& stage : *family) stage.clear();
-      }
-      for (const auto& actions : schedule.ranks) {
-        for (const Action& a : actions) {
-          const Op op = a.ref.op;
-          if (op == Op::kForward) starts.forward[a.ref.stage].push_back(a.start);
-          if (op == Op::kBackwardInput || op == Op::kBackward) {
-            starts.backward[a.ref.stage].push_back(a.start);
-          }
-          if (op == Op::kBackwardWeight) starts.weight[a.ref.stage].push_back(a.start);
-          if (op == Op::kBackward) {  // a fused BW: its W part after its B part
-            starts.weight[a.ref.stage].push_back(a.start + p.stages[a.ref.stage].backward_input);
-          }
-        }
-      }
+      const OpHeads starts = schedule_starts(p, schedule);
       for (int s = 0; s < p.num_stages(); ++s) {
         for (auto [start, head] : {std::pair{&starts.forward[s], &heads.forward[s]},
                                    std::pair{&starts.backward[s], &heads.backward[s]},
                                    std::pair{&starts.weight[s], &heads.weight[s]}}) {
-          std::sort(start->begin(), start->end());
           ASSERT_EQ(start->size(), head->size());
           for (size_t k = 0; k < start->size(); ++k) {
             EXPECT_GE((*start)[k] + 1e-9, (*head)[k]) << generator.name << " stage " << s;
