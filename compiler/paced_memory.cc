@@ -55,8 +55,18 @@ RankMemory::RankMemory(const Problem& problem, const MicrobatchPaths& paths, int
     }
   }
   std::sort(forwards_.begin(), forwards_.end());
+  for (int s : stages_) {
+    if (!problem.offload_frees_memory(s)) continue;
+    const StageCosts& cost = problem.stages[s];
+    stage_offloads_.push_back(
+        {offload_ends(heads.forward[s], cost.forward, problem.offload_time(s)),
+         static_cast<double>(cost.offloadable_bytes)});
+  }
   if (moves()) offloads_end_ = offload_ends(forwards_, shortest_forward_, offload_time_);
   moments_ = offloads_end_;
+  for (const StageOffloads& stage : stage_offloads_) {
+    moments_.insert(moments_.end(), stage.ends.begin(), stage.ends.end());
+  }
   for (int s : stages_) {
     const StageCosts& cost = problem.stages[s];
     for (double head : heads.backward[s]) moments_.push_back(head + cost.backward_input);
@@ -240,15 +250,18 @@ RankMemory::Holding RankMemory::holding_at(const Counted& counted, double time) 
 
 double RankMemory::held(const Holding& holding, int away) const {
   const int offloaded = std::min(holding.movable, away);
-  double held = holding.bytes - offloaded * moved_;
+  double freed = offloaded * moved_;
   int spare = away - offloaded;
   for (const size_t i : swap_order_) {
     if (spare == 0 || moved_ <= after_backward(i)) break;
     const Released r = released(holding.counted, i, holding.time);
     const int swapped = std::min(spare, r.backwards - r.weights);
-    held -= swapped * (moved_ - after_backward(i));
+    freed += swapped * (moved_ - after_backward(i));
     spare -= swapped;
   }
+  // Each offload frees at most the bytes it moved, and those are at most what each stage's
+  // offloads, timed from its own Fs, can have moved by then.
+  const double held = holding.bytes - std::min(freed, moved_by(holding.time));
   // A checkpoint is held between its F and its R, before its B, and never offloaded: held as A
   // instead, it would leave a way of releasing that the count above takes at least as low.
   return held - std::min(holding.checkpoints, holding.others) * checkpointed_;
@@ -261,6 +274,14 @@ int RankMemory::away_at_most(double time) const {
   const double room = makespan_ - after_reload_ - time;
   if (room <= 0) return 0;
   return static_cast<int>(std::min(std::floor(room / reload_time_), double{kUncapped}));
+}
+
+double RankMemory::moved_by(double time) const {
+  double bytes = 0;
+  for (const StageOffloads& stage : stage_offloads_) {
+    bytes += ended_by(stage.ends, time) * stage.bytes_each;
+  }
+  return bytes;
 }
 
 double RankMemory::after_backward(size_t i) const {

@@ -142,6 +142,10 @@ class RankMemory {
   // How many activations can be away (offloaded, not yet reloading) at `time`.
   int away_at_most(double time) const;
 
+  // The most bytes the rank's offloads can have moved by `time`: each stage's i-th offload ends
+  // no earlier than stage_offloads_ says, whatever the other stages' offloads do.
+  double moved_by(double time) const;
+
   // What a B of the rank's i-th stage frees: A - G.
   double after_backward(size_t i) const;
 
@@ -164,6 +168,13 @@ class RankMemory {
   // in schedules of at most the makespan (none counted where every activation could be away)
   std::vector<std::vector<std::vector<int>>> forwards_before_;
   double shortest_forward_ = kInfinity;
+  // Per stage that can offload: the earliest end of its i-th offload (offload_ends of its own F
+  // heads and offload time) and what each moves, O.
+  struct StageOffloads {
+    std::vector<double> ends;
+    double bytes_each = 0;
+  };
+  std::vector<StageOffloads> stage_offloads_;
   double offload_time_ = kInfinity;  // the least of the rank's offloads
 };
 

@@ -1,8 +1,8 @@
 // The heads paced by memory (compiler/paced_heads.h), hand-computed: where a rank's later stage
 // holds memory that its earlier stage's Fs must wait behind, and where, in schedules of a given
 // makespan, a forward fits at one moment, not at a later one, and again after that, on its rank
-// and in its link group; and where a link group's ranks must bring their activations back one at
-// a time.
+// and in its link group; where a link group's ranks must bring their activations back one at a
+// time; and where an offload of a stage with little to move frees little.
 #include "compiler/paced_heads.h"
 
 #include <gtest/gtest.h>
@@ -60,6 +60,22 @@ TEST(PacedHeads, AForwardWaitsWhereTheRanksWorkAfterALaterStageLeavesItNoChoice)
   EXPECT_NEAR(paced_forward(p, 0, 1), 1, 1e-9) << "any makespan";
   EXPECT_NEAR(paced_forward(p, 0, 1, 26), 1, 1e-9);
   EXPECT_NEAR(paced_forward(p, 0, 1, 25), 5, 1e-9);
+}
+
+// R = 2, v = 2 on the V-shape (rank 0 holds stages 0 and 3), m = 2, every op 1, G = 0, a link that
+// moves 100 a unit each way. Stage 0: A = 1000, O = 200 (2 to move); stage 3: A = O = 600 (6 to
+// move); rank 0 has room for 1500. F(3, 0) fits once F(0, 0)'s offload ends, at 3, where its
+// F(2, 0) ends too. F(0, 1) needs 500 of F(0, 0)'s activation gone: an offload of stage 0 moves
+// only 200, so it waits for B(0, 0), which ends at 8 (F(3, 0), then the Bs down to stage 0).
+// Counted as freeing the rank's largest O, 600, the offload ended at 3 would let it start there.
+TEST(PacedHeads, AnOffloadFreesNoMoreThanItsStageMoves) {
+  Problem p = testing::uniform_problem(2, 2, 2, {}, PlacementKind::kVShape);
+  p.stages[0].offloadable_bytes = 200;
+  p.stages[3].activation_bytes = p.stages[3].offloadable_bytes = 600;
+  p.budget_bytes[0] = p.static_bytes[0] + 1500;
+  p.offload = OffloadLink{100, 100, ChannelMode::kDuplex, {0, 1}};
+  EXPECT_NEAR(paced_forward(p, 3, 0), 3, 1e-9);
+  EXPECT_NEAR(paced_forward(p, 0, 1), 8, 1e-9);
 }
 
 // R = 2, v = 1, m = 2. Stage 0 (rank 0): every op 1, A = O = 1000, G = 0, room for 1.5
