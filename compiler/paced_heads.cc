@@ -85,6 +85,7 @@ class LinkGroup {
     offloads_end_ = offload_ends(forwards, shortest_forward, offload_time);
     moments_.insert(moments_.end(), offloads_end_.begin(), offloads_end_.end());
     std::sort(moments_.begin(), moments_.end());
+    moments_.erase(std::unique(moments_.begin(), moments_.end()), moments_.end());
   }
 
   // The earliest moment from `head` on at which the k-th F of `stage`, the c-th stage of `rank`

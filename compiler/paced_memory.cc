@@ -73,6 +73,7 @@ RankMemory::RankMemory(const Problem& problem, const MicrobatchPaths& paths, int
     for (double head : heads.weight[s]) moments_.push_back(head + cost.backward_weight);
   }
   std::sort(moments_.begin(), moments_.end());
+  moments_.erase(std::unique(moments_.begin(), moments_.end()), moments_.end());
   for (size_t i = 0; i < stages_.size(); ++i) swap_order_.push_back(i);
   std::sort(swap_order_.begin(), swap_order_.end(),
             [&](size_t a, size_t b) { return after_backward(a) < after_backward(b); });
