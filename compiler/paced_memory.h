@@ -101,6 +101,13 @@ class RankMemory {
   };
   Released released(const Counted& counted, size_t i, double time) const;
 
+  // Per stage that can offload: the earliest end of its i-th offload (offload_ends of its own F
+  // heads and offload time) and what each moves, O.
+  struct StageOffloads {
+    std::vector<double> ends;
+    double bytes_each = 0;
+  };
+
   // At the k-th F of the rank's c-th stage: k + 1 activations of each of its first c stages.
   Counted through(size_t c, int k) const;
 
@@ -168,12 +175,6 @@ class RankMemory {
   // in schedules of at most the makespan (none counted where every activation could be away)
   std::vector<std::vector<std::vector<int>>> forwards_before_;
   double shortest_forward_ = kInfinity;
-  // Per stage that can offload: the earliest end of its i-th offload (offload_ends of its own F
-  // heads and offload time) and what each moves, O.
-  struct StageOffloads {
-    std::vector<double> ends;
-    double bytes_each = 0;
-  };
   std::vector<StageOffloads> stage_offloads_;
   double offload_time_ = kInfinity;  // the least of the rank's offloads
 };
