@@ -237,6 +237,7 @@ int RankMemory::available_away(double time) const {
 RankMemory::Holding RankMemory::holding_at(const Counted& counted, double time) const {
   Holding holding{counted, time};
   holding.checkpoints = checkpoints_.at(time);
+  holding.moved = moved_by(time);
   for (size_t i = 0; i < stages_.size(); ++i) {
     const StageCosts& cost = problem_.stages[stages_[i]];
     const Released r = released(counted, i, time);
@@ -262,7 +263,7 @@ double RankMemory::held(const Holding& holding, int away) const {
   }
   // Each offload frees at most the bytes it moved, and those are at most what each stage's
   // offloads, timed from its own Fs, can have moved by then.
-  const double held = holding.bytes - std::min(freed, moved_by(holding.time));
+  const double held = holding.bytes - std::min(freed, holding.moved);
   // A checkpoint is held between its F and its R, before its B, and never offloaded: held as A
   // instead, it would leave a way of releasing that the count above takes at least as low.
   return held - std::min(holding.checkpoints, holding.others) * checkpointed_;

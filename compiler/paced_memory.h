@@ -138,6 +138,7 @@ class RankMemory {
     int movable = 0;
     int others = 0;       // the activations counted, less the F's own
     int checkpoints = 0;  // the most of them held as their checkpoint
+    double moved = 0;     // the most the rank's offloads can have moved by then (moved_by)
   };
   Holding holding_at(const Counted& counted, double time) const;
 
