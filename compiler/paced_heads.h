@@ -41,10 +41,10 @@ struct OpHeads {
 // rank's c-th stage (model order) comes after k + 1 Fs of each of the rank's first c stages have
 // allocated their activations, so it starts no earlier than the first moment at which the Bs and Ws
 // that can have ended by then, at their heads, and the offloads the rank's channel can have
-// finished (one at a time, each after an F) leave room for it; where ranks share their copy
-// channels (a link group), also no earlier than the group's channel can have finished the offloads
-// that it and the group's other ranks, holding the activations of the microbatches that passed them
-// first, need to fit. Where the rank has later stages, their Fs that must come first (the k-th F of
+// finished (one at a time, each after an F, freeing no more than its stage's offloads can have
+// moved) leave room for it; where ranks share their copy channels (a link group), also no earlier
+// than the group's channel can have finished the offloads that it and the group's other ranks,
+// holding the activations of the microbatches that passed them first, need to fit. Where the rank has later stages, their Fs that must come first (the k-th F of
 // the earlier stage would leave no room for them by their latest start in schedules of the
 // makespan, or ever without a link) count too. In the pacing for every makespan, where the memory
 // raises no head, also by each rank's load (compiler/rank_load_heads.h). On ranks with a stage that
