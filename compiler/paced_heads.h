@@ -44,9 +44,10 @@ struct OpHeads {
 // finished (one at a time, each after an F, freeing no more than its stage's offloads can have
 // moved) leave room for it; where ranks share their copy channels (a link group), also no earlier
 // than the group's channel can have finished the offloads that it and the group's other ranks,
-// holding the activations of the microbatches that passed them first, need to fit. Where the rank has later stages, their Fs that must come first (the k-th F of
-// the earlier stage would leave no room for them by their latest start in schedules of the
-// makespan, or ever without a link) count too. In the pacing for every makespan, where the memory
+// holding the activations of the microbatches that passed them first, need to fit. Where the rank
+// has later stages, their Fs that must come first (the k-th F of the earlier stage would leave no
+// room for them by their latest start in schedules of the makespan, or ever without a link) count
+// too. In the pacing for every makespan, where the memory
 // raises no head, also by each rank's load (compiler/rank_load_heads.h). On ranks with a stage that
 // can recompute, as many of the activations counted as the rank's cap in `checkpoints` allows at
 // the moment checked may be held as their checkpoint and count for their checkpoint bytes (R's
