@@ -47,15 +47,15 @@ struct OpHeads {
 // holding the activations of the microbatches that passed them first, need to fit. Where the rank
 // has later stages, their Fs that must come first (the k-th F of the earlier stage would leave no
 // room for them by their latest start in schedules of the makespan, or ever without a link) count
-// too. In the pacing for every makespan, where the memory
-// raises no head, also by each rank's load (compiler/rank_load_heads.h). On ranks with a stage that
-// can recompute, as many of the activations counted as the rank's cap in `checkpoints` allows at
-// the moment checked may be held as their checkpoint and count for their checkpoint bytes (R's
-// allocation is not checked). With a `makespan`, the heads hold in the schedules that end by then:
-// an activation away at a time t comes back by a reload after t, one at a time on the rank's
-// channel, and its B and the backwards below it follow before the end, so fewer can be away late.
-// `settled`, where given, tells whether the last round raised no head: on a budget that no schedule
-// fits, heads can creep up round after round until the rounds run out.
+// too. In the pacing for every makespan, where the memory raises no head, also by each rank's load
+// (compiler/rank_load_heads.h). On ranks with a stage that can recompute, as many of the
+// activations counted as the rank's cap in `checkpoints` allows at the moment checked may be held
+// as their checkpoint and count for their checkpoint bytes (R's allocation is not checked). With a
+// `makespan`, the heads hold in the schedules that end by then: an activation away at a time t
+// comes back by a reload after t, one at a time on the rank's channel, and its B and the backwards
+// below it follow before the end, so fewer can be away late. `settled`, where given, tells whether
+// the last round raised no head: on a budget that no schedule fits, heads can creep up round after
+// round until the rounds run out.
 OpHeads paced_heads(const Problem& problem, OpHeads heads,
                     double makespan = std::numeric_limits<double>::infinity(),
                     bool* settled = nullptr, const CheckpointCaps& checkpoints = {});
