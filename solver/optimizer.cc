@@ -410,19 +410,24 @@ class Search {
     return best_makespan_ <= stats_.bound * (1 + 10 * kRoundingMargin) + kImprovement;
   }
 
-  // Whether the search may stop before its time limit: proven optimal, or within the target gap.
-  bool done() const {
-    return proven_optimal() ||
-           (options_.target_gap > 0 && best_makespan_ <= stats_.bound * (1 + options_.target_gap));
+  bool interrupted() const { return options_.interrupted && options_.interrupted(); }
+  bool within_target_gap() const {
+    return options_.target_gap > 0 && best_makespan_ <= stats_.bound * (1 + options_.target_gap);
   }
+  // Whether the search may stop before its time limit: proven optimal, within the target gap, or
+  // interrupted.
+  bool done() const { return proven_optimal() || within_target_gap() || interrupted(); }
 
   OptimizeResult finish() {
     if (stats_.status.empty()) {
       stats_.status = proven_optimal() ? "optimal" : improved_ ? "improved" : "seed_kept";
     }
-    if (stats_.status != "optimal" && done()) {
+    if (stats_.status != "optimal" && within_target_gap()) {
       stats_.note =
           fmt::format("stopped within the target gap of {:g}%", 100 * options_.target_gap);
+    } else if (stats_.status != "optimal" && interrupted()) {
+      stats_.note =
+          fmt::format("interrupted after {:.1f} s: the best schedule found so far", elapsed());
     }
     stats_.objective = best_makespan_;
     stats_.gap = stats_.bound > 0 ? best_makespan_ / stats_.bound - 1 : 0;

@@ -50,6 +50,10 @@ struct OptimizerOptions {
   // progress) for this long, so that a long search shows it is still running.
   ProgressCallback on_progress = nullptr;
   double progress_interval_seconds = 10;
+  // Asked often, from every worker and from CBC: true stops the search where it is, as the time
+  // limit would (the compiler's SIGINT and SIGTERM). The result is the best schedule so far, and
+  // SolverStats::note says the search was interrupted.
+  std::function<bool()> interrupted = nullptr;
 };
 
 struct OptimizeResult {

@@ -169,6 +169,27 @@ TEST(Optimizer, CbcStopsAtTheFirstIncumbentWithinTheTargetGap) {
   EXPECT_FALSE(validate(p, result.schedule));
 }
 
+// An interrupt (the compiler's SIGINT) stops CBC at its next node: the search returns its best
+// schedule so far, says so, and claims no proof. Uninterrupted, serial CBC takes about 14 s here
+// (above).
+TEST(Optimizer, AnInterruptStopsCbcWithTheBestScheduleSoFar) {
+  const Problem p = heavy_last_stage(6);
+  const Schedule seed = simulate(p, one_f_one_b_order(p), "1f1b");
+  std::atomic<bool> interrupted = false;
+  OptimizerOptions options{.time_limit_seconds = 120, .local_search = false};
+  options.interrupted = [&] { return interrupted.load(); };
+  const OptimizeResult result = optimize(p, seed, options, [&](const Schedule& s, const Metrics&) {
+    EXPECT_FALSE(validate(p, s));
+    interrupted = true;  // at the first better schedule
+  });
+  EXPECT_EQ(result.stats.status, "improved");
+  EXPECT_LT(result.stats.objective, makespan_of(seed));
+  EXPECT_GT(result.stats.objective, result.stats.bound + 1);
+  EXPECT_LT(result.stats.seconds, 5.0);
+  EXPECT_TRUE(result.stats.note.starts_with("interrupted after")) << result.stats.note;
+  EXPECT_FALSE(validate(p, result.schedule));
+}
+
 // A search that reports nothing for a progress interval says where it is: its best makespan so
 // far and the bound, never sooner than an interval after its last report.
 TEST(Optimizer, ReportsProgressWhenNothingBetterComesForAnInterval) {

@@ -11,6 +11,7 @@
 
 #include "compiler/chrome_trace.h"
 #include "compiler/cli/compile_driver.h"
+#include "compiler/cli/interrupt_watch.h"
 #include "compiler/errors.h"
 #include "compiler/estimate.h"
 #include "compiler/export_torch_csv.h"
@@ -161,13 +162,21 @@ CompileOptions compile_options(const CompileArgs& args, const Problem& problem,
 }
 
 int run_compile(const CompileArgs& args) {
+  const InterruptWatch interrupts([&args](int signal) {
+    if (args.quiet) return;
+    args.summary.table_stream() << fmt::format(
+        "{}: the search stops and writes the best schedule so far (again to quit at once)\n",
+        signal == SIGINT ? "SIGINT" : "SIGTERM");
+  });
   Problem problem = load_profile(args.profile);
   if (!args.budget.empty()) override_budget(problem, args.budget);
   const TorchDialect dialect = parse_torch_dialect(args.torch_dialect);
   if (!args.torch_csv.empty()) check_torch_dialect(problem, dialect);  // before a long compile
   const std::string output =
       args.output.empty() ? default_output_path(args.profile, args.format) : args.output;
-  const CompileResult result = compile(problem, compile_options(args, problem, output));
+  CompileOptions options = compile_options(args, problem, output);
+  options.optimizer.interrupted = [&interrupts] { return interrupts.signal() != 0; };
+  const CompileResult result = compile(problem, options);
   const Candidate& best = result.best;
   const SolverStats* solver = result.solver ? &*result.solver : nullptr;
   write_schedule(args, output, problem, best.schedule, best.metrics, solver);
@@ -180,7 +189,7 @@ int run_compile(const CompileArgs& args) {
   }
   write_exports(args, problem, best, dialect, args.summary.table_stream());
   args.summary.write(summary_json(problem, best.method, best.metrics, solver));
-  return kExitOk;
+  return interrupts.exit_code(kExitOk);
 }
 
 struct ValidateArgs {
