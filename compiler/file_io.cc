@@ -48,4 +48,16 @@ void write_file_atomically(const std::string& path, std::string_view content) {
   }
 }
 
+void check_writable(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) {
+    throw InputError(fmt::format("cannot write {}: it is a directory", path));
+  }
+  const std::filesystem::path directory = std::filesystem::path(path).parent_path();
+  const std::string where = directory.empty() ? "." : directory.string();
+  if (::access(where.c_str(), W_OK) != 0) {
+    throw InputError(fmt::format("cannot write {}: {}", path, std::strerror(errno)));
+  }
+}
+
 }  // namespace optpipe

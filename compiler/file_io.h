@@ -13,4 +13,9 @@ std::string read_text_file(const std::string& path);
 // naming the path when it cannot.
 void write_file_atomically(const std::string& path, std::string_view content);
 
+// The same InputError as write_file_atomically would throw where `path` cannot be written: its
+// directory is missing or read-only, or it is a directory. For paths written only after a long
+// run, checked before it.
+void check_writable(const std::string& path);
+
 }  // namespace optpipe

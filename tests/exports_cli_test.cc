@@ -56,6 +56,26 @@ TEST_F(ExportsCliTest, UnknownDialectIsBadInputOnOneLine) {
   EXPECT_FALSE(fs::exists(path("s.json")));
 }
 
+// Paths written only after the optimiser's run are checked before it, so that a typo costs
+// nothing: one line naming the path, exit 2, no schedule written.
+TEST_F(ExportsCliTest, UnwritableExportPathsFailBeforeCompiling) {
+  for (const std::string flag : {"--trace", "--export-torch-csv", "--summary-json"}) {
+    const CommandResult r =
+        run("optpipe-compile", example("gpt-4rank.json") + " --time-limit 600 -o " +
+                                   path("s.json") + " " + flag + " " + path("missing/out"));
+    EXPECT_EQ(r.exit_code, 2) << flag;
+    EXPECT_EQ(lines(r.err), 1) << r.err;
+    EXPECT_NE(r.err.find("cannot write " + path("missing/out") + ": No such file or directory"),
+              std::string::npos)
+        << r.err;
+    EXPECT_FALSE(fs::exists(path("s.json"))) << flag;
+  }
+  const CommandResult r = run("optpipe-compile", example("gpt-4rank.json") + " -o " +
+                                                     path("s.json") + " --trace " + path(""));
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("it is a directory"), std::string::npos) << r.err;
+}
+
 TEST_F(ExportsCliTest, Dialect25RefusesVShapeBeforeCompiling) {
   const CommandResult r =
       run("optpipe-compile", example("gpt-8rank-vshape.json") + " -o " + path("s.json") +

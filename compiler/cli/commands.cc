@@ -171,7 +171,13 @@ int run_compile(const CompileArgs& args) {
   Problem problem = load_profile(args.profile);
   if (!args.budget.empty()) override_budget(problem, args.budget);
   const TorchDialect dialect = parse_torch_dialect(args.torch_dialect);
-  if (!args.torch_csv.empty()) check_torch_dialect(problem, dialect);  // before a long compile
+  // Before a long compile, what would fail only after it.
+  if (!args.torch_csv.empty()) {
+    check_torch_dialect(problem, dialect);
+    check_writable(args.torch_csv);
+  }
+  if (!args.trace.empty()) check_writable(args.trace);
+  if (!args.summary.path.empty() && !args.summary.to_stdout()) check_writable(args.summary.path);
   const std::string output =
       args.output.empty() ? default_output_path(args.profile, args.format) : args.output;
   CompileOptions options = compile_options(args, problem, output);
