@@ -422,12 +422,14 @@ class Search {
     if (stats_.status.empty()) {
       stats_.status = proven_optimal() ? "optimal" : improved_ ? "improved" : "seed_kept";
     }
-    if (stats_.status != "optimal" && within_target_gap()) {
-      stats_.note =
-          fmt::format("stopped within the target gap of {:g}%", 100 * options_.target_gap);
-    } else if (stats_.status != "optimal" && interrupted()) {
-      stats_.note =
-          fmt::format("interrupted after {:.1f} s: the best schedule found so far", elapsed());
+    if (stats_.status != "optimal") {
+      if (within_target_gap()) {
+        stats_.note =
+            fmt::format("stopped within the target gap of {:g}%", 100 * options_.target_gap);
+      } else if (interrupted()) {
+        stats_.note =
+            fmt::format("interrupted after {:.1f} s: the best schedule found so far", elapsed());
+      }
     }
     stats_.objective = best_makespan_;
     stats_.gap = stats_.bound > 0 ? best_makespan_ / stats_.bound - 1 : 0;

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -39,12 +40,21 @@ class CommandLineTest : public ::testing::Test {
   std::string path(const std::string& name) const { return (dir_ / name).string(); }
 
   CommandResult run(const std::string& tool, const std::string& args) const {
-    const std::string out = path("stdout.txt");
-    const std::string err = path("stderr.txt");
-    const std::string command = std::string(OPTPIPE_BIN_DIR) + "/" + tool + " " + args + " >" +
-                                out + " 2>" + err + " </dev/null";
-    const int status = std::system(command.c_str());
-    return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(out), slurp(err)};
+    const int status = std::system(command_line(tool, args).c_str());
+    return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(path("stdout.txt")),
+            slurp(path("stderr.txt"))};
+  }
+
+  // Starts the tool in the background, its output going where run() puts it: the shell execs it,
+  // so the pid is the tool's (to signal and wait for).
+  pid_t start(const std::string& tool, const std::string& args) const {
+    const pid_t pid = fork();
+    if (pid == 0) {
+      const std::string command = "exec " + command_line(tool, args);
+      execl("/bin/sh", "sh", "-c", command.c_str(), static_cast<char*>(nullptr));
+      _exit(127);
+    }
+    return pid;
   }
 
   static std::string slurp(const std::string& file) {
@@ -58,6 +68,12 @@ class CommandLineTest : public ::testing::Test {
   }
 
   std::filesystem::path dir_;
+
+ private:
+  std::string command_line(const std::string& tool, const std::string& args) const {
+    return std::string(OPTPIPE_BIN_DIR) + "/" + tool + " " + args + " >" + path("stdout.txt") +
+           " 2>" + path("stderr.txt") + " </dev/null";
+  }
 };
 
 inline int lines(const std::string& text) {

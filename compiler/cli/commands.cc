@@ -129,13 +129,14 @@ void write_exports(const CompileArgs& args, const Problem& problem, const Candid
 // Online incumbents: every better schedule replaces the output file atomically as soon as it is
 // found, so a trainer watching the file can swap it in, and an interrupted run leaves the best.
 CompileOptions compile_options(const CompileArgs& args, const Problem& problem,
-                               const std::string& output) {
+                               const std::string& output, const InterruptWatch& interrupts) {
   CompileOptions options;
   options.method = args.method;
   options.optimizer.time_limit_seconds = args.time_limit_seconds;
   options.optimizer.target_gap = args.gap;
   options.optimizer.threads = args.threads;
   options.optimizer.verbose = args.verbose;
+  options.optimizer.interrupted = [&interrupts] { return interrupts.signal() != 0; };
   options.cache_dir = args.cache_dir;
   const auto started = std::chrono::steady_clock::now();
   auto seconds = [started] {
@@ -180,9 +181,7 @@ int run_compile(const CompileArgs& args) {
   if (!args.summary.path.empty() && !args.summary.to_stdout()) check_writable(args.summary.path);
   const std::string output =
       args.output.empty() ? default_output_path(args.profile, args.format) : args.output;
-  CompileOptions options = compile_options(args, problem, output);
-  options.optimizer.interrupted = [&interrupts] { return interrupts.signal() != 0; };
-  const CompileResult result = compile(problem, options);
+  const CompileResult result = compile(problem, compile_options(args, problem, output, interrupts));
   const Candidate& best = result.best;
   const SolverStats* solver = result.solver ? &*result.solver : nullptr;
   write_schedule(args, output, problem, best.schedule, best.metrics, solver);
