@@ -228,10 +228,6 @@ void OrderModel::add_savings(Row& row, int rank, EventTime event, int event_op,
   const Window event_window = window_of(model_, event.column);
   const Window at{event_window.lower + event.offset, event_window.upper + event.offset};
   const double seed_at = seed_time(event);
-  auto seed_value = [&](const Before& b) {
-    if (b.known) return b.value;
-    return is_one(start_, b.column) != b.negated;
-  };
   for (size_t c = 0; c < activations_.size(); ++c) {
     if (static_cast<int>(c) == own_activation) continue;
     const Activation& act = activations_[c];
@@ -270,13 +266,13 @@ void OrderModel::add_savings(Row& row, int rank, EventTime event, int event_op,
       const double t_r = costs.recompute_forward;
       int w = -1;
       if (event_op >= 0) {
-        const Before ended = before(act.forward, event_op);
-        const Before pending = before(event_op, act.backward);
-        if ((ended.known && !ended.value) || (pending.known && !pending.value)) continue;
-        w = add_binary("w_" + tag,
-                       is_one(start_, act.recompute) && seed_value(ended) && seed_value(pending));
-        for (const Before& b : {ended, pending}) {
-          if (b.known) continue;
+        const OrderLiteral ended = before(act.forward, event_op);
+        const OrderLiteral pending = before(event_op, act.backward);
+        if ((ended.settled() && !ended.value) || (pending.settled() && !pending.value)) continue;
+        w = add_binary("w_" + tag, is_one(start_, act.recompute) && ended.at(start_.data()) > 0.5 &&
+                                       pending.at(start_.data()) > 0.5);
+        for (const OrderLiteral& b : {ended, pending}) {
+          if (b.settled()) continue;
           model_.add_row({{{w, 1.0}, {b.column, b.negated ? 1.0 : -1.0}},
                           -kInf,
                           b.negated ? 1.0 : 0.0,

@@ -13,6 +13,7 @@
 #include "CbcSolver.hpp"
 #include "CoinPackedMatrix.hpp"
 #include "OsiClpSolverInterface.hpp"
+#include "solver/transitivity_cut_generator.h"
 
 namespace optpipe {
 
@@ -29,6 +30,9 @@ std::mutex& cbc_mutex() {
 // inside that child inherit its bit, but are marked as small.
 constexpr int kSmallBranchAndBound = 2048;
 constexpr int kCompleteSearchChild = 67108864;
+// CbcModel::addCutGenerator's frequency: in the root's rounds of cuts only. At every node as
+// well, transitivity cuts slowed more proofs than they sped up (docs/solver.md).
+constexpr int kAtRootOnly = -99;
 
 // Keeps the best integer solution CBC reports, starting from the MIP start. CBC's own
 // bestSolution() after CbcMain1 is not reliable (it can hold an LP solution), so the result is
@@ -201,6 +205,8 @@ SolveResult solve_with_cbc(const LinearModel& model, const std::vector<double>& 
   cbc.setMIPStart(mip_start);
   IncumbentTracker tracker(model, start, &on_incumbent, &options.stop_requested);
   cbc.passInEventHandler(&tracker);
+  TransitivityCutGenerator transitivity(model);
+  if (!model.orders.empty()) cbc.addCutGenerator(&transitivity, kAtRootOnly, "Transitivity");
 
   const std::string seconds = fmt::format("{:.3f}", std::max(0.05, options.time_limit_seconds));
   const std::string threads = std::to_string(options.threads);

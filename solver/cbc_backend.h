@@ -1,5 +1,5 @@
 // Solving a LinearModel with COIN-OR CBC (shared/CBC-NOTES.md): OsiClpSolverInterface + CbcModel
-// driven by CbcMain1, with a MIP start and an incumbent callback.
+// driven by CbcMain1, with a MIP start, an incumbent callback and transitivity cuts at the root.
 #pragma once
 
 #include <functional>

@@ -6,6 +6,17 @@
 
 namespace optpipe {
 
+void add_literal(Row& row, double& constant, double coefficient, const OrderLiteral& literal) {
+  if (literal.settled()) {
+    constant += literal.value ? coefficient : 0;
+  } else if (literal.negated) {
+    constant += coefficient;
+    row.terms.push_back({literal.column, -coefficient});
+  } else {
+    row.terms.push_back({literal.column, coefficient});
+  }
+}
+
 std::optional<std::string> first_violation(const LinearModel& model,
                                            const std::vector<double>& values) {
   auto slack = [](double bound) { return 1e-7 * (1 + std::abs(bound)); };

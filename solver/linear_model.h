@@ -39,9 +39,38 @@ inline bool is_one(const std::vector<double>& values, int column) {
   return column >= 0 && values[column] > 0.5;
 }
 
+// Whether one item runs before another: a binary column (its complement when `negated`) or, where
+// the order is settled (column -1), the constant `value`.
+struct OrderLiteral {
+  int column = -1;
+  bool negated = false;
+  bool value = false;
+
+  bool settled() const { return column < 0; }
+  double at(const double* values) const {
+    if (settled()) return value ? 1 : 0;
+    return negated ? 1 - values[column] : values[column];
+  }
+};
+
+// Adds `coefficient` * `literal` to `row`: its constant part (a settled order, or the 1 of a
+// complement) to `constant`.
+void add_literal(Row& row, double& constant, double coefficient, const OrderLiteral& literal);
+
+// Items that run one at a time, with a literal per ordered pair: before[a * size + b] says that a
+// runs before b (a != b). The model's rows make every integer solution order them transitively; its
+// LP relaxation does not, which transitivity cuts tighten (solver/transitivity_cuts.h).
+struct PairwiseOrder {
+  int size = 0;
+  std::vector<OrderLiteral> before;
+
+  const OrderLiteral& literal(int a, int b) const { return before[a * size + b]; }
+};
+
 struct LinearModel {
   std::vector<Column> columns;
   std::vector<Row> rows;
+  std::vector<PairwiseOrder> orders;  // e.g. one per rank: the compute ops it sequences
 
   int add_column(Column column) {
     columns.push_back(std::move(column));

@@ -101,27 +101,15 @@ bool OrderModel::reaches(int x, int y) const {
   return test_bit(reach_[x], y);
 }
 
-OrderModel::Before OrderModel::before(int x, int y) const {
+OrderLiteral OrderModel::before(int x, int y) const {
   const SegmentOp& a = ops_[x];
   const SegmentOp& b = ops_[y];
   const bool x_first = a.local < b.local;
   const int state = x_first ? pair(a.rank, a.local, b.local) : pair(a.rank, b.local, a.local);
   if (state == kFirstBefore || state == kSecondBefore) {
-    return {true, (state == kFirstBefore) == x_first};
+    return {-1, false, (state == kFirstBefore) == x_first};
   }
-  return {false, false, state, !x_first};  // the binary is 1 when the lower local index runs first
-}
-
-void OrderModel::add_before_term(Row& row, double& constant, double coefficient,
-                                 const Before& b) const {
-  if (b.known) {
-    if (b.value) constant += coefficient;
-  } else if (b.negated) {
-    constant += coefficient;
-    row.terms.push_back({b.column, -coefficient});
-  } else {
-    row.terms.push_back({b.column, coefficient});
-  }
+  return {state, !x_first};  // the binary is 1 when the lower local index runs first
 }
 
 void OrderModel::collect(const Order& order, const Schedule& current) {
@@ -288,7 +276,25 @@ void OrderModel::add_pair_rows(const Order& order) {
         add_sequence_row(yi, xi, state, true);
       }
     }
+    add_pairwise_order(r);
   }
+}
+
+// The rank's ops as one of the model's pairwise orders, for transitivity cuts: only where three
+// of them exist and some pair is open.
+void OrderModel::add_pairwise_order(int rank) {
+  const auto& members = ops_of_rank_[rank];
+  const int n = static_cast<int>(members.size());
+  PairwiseOrder order{n, std::vector<OrderLiteral>(static_cast<size_t>(n) * n)};
+  bool open = false;
+  for (int a = 0; a < n; ++a) {
+    for (int b = 0; b < n; ++b) {
+      if (a == b) continue;
+      order.before[a * n + b] = before(members[a], members[b]);
+      open |= !order.before[a * n + b].settled();
+    }
+  }
+  if (n >= 3 && open) model_.orders.push_back(std::move(order));
 }
 
 // `second` starts its rank work (lead included) after `first` ends, when `binary` says `first`
@@ -324,8 +330,8 @@ void OrderModel::add_memory_rows() {
       row.name = fmt::format("mem_{}", event);
       for (int other : members) {
         if (other == event) continue;
-        add_before_term(row, constant, static_cast<double>(memory_delta(ops_[other].ref)),
-                        before(other, event));
+        add_literal(row, constant, static_cast<double>(memory_delta(ops_[other].ref)),
+                    before(other, event));
       }
       if (!activations_.empty()) {
         add_savings(row, r, {op.column, -lead(event)}, event, op.activation);

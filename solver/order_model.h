@@ -92,6 +92,7 @@ class OrderModel {
   void add_start_columns();
   void add_pair_rows(const Order& order);
   void add_sequence_row(int first, int second, int binary, bool negated);
+  void add_pairwise_order(int rank);
   void add_memory_rows();
   void add_objective(SegmentObjective objective);
 
@@ -115,15 +116,7 @@ class OrderModel {
                              std::vector<OpRef>& refs) const;
 
   // x runs before y on their rank: a constant, or a pair binary (its complement if `negated`).
-  struct Before {
-    bool known = true;
-    bool value = false;
-    int column = -1;
-    bool negated = false;
-  };
-  Before before(int x, int y) const;
-  // Adds `coefficient` * [x before y] to `row`, or to `constant` when the order is fixed.
-  void add_before_term(Row& row, double& constant, double coefficient, const Before& b) const;
+  OrderLiteral before(int x, int y) const;
   // row + constant <= limit, relaxed when the binary `relax_column` is 0 (-1: never).
   void add_memory_row(Row row, double constant, int64_t limit, int relax_column);
 

@@ -16,6 +16,7 @@
 #include "solver/local_search.h"
 #include "solver/microbatch_order.h"
 #include "solver/segment.h"
+#include "solver/transitivity_cuts.h"
 #include "tests/test_problems.h"
 
 namespace optpipe {
@@ -114,6 +115,35 @@ TEST(OrderModel, AdmitsGeneratorSeedsOnRandomProblems) {
     ++checked;
   }
   EXPECT_GT(moving_seeds, 0);
+}
+
+// Each rank's ops are one of the model's pairwise orders (for transitivity cuts), and the MIP start
+// orders every pair one way and no three in a cycle.
+TEST(OrderModel, SequencesEachRankAsAPairwiseOrderThatItsStartKeeps) {
+  std::mt19937 rng(5);
+  int orders = 0;
+  for (int checked = 0; checked < 20;) {
+    const Problem p = small_tight_problem(rng);
+    const testing::TimedSchedule seed = run_generator("zb-auto", p);
+    if (validate(p, seed.schedule)) continue;
+    ++checked;
+    const Order compute = compute_order(split_backward(order_of(seed.schedule)));
+    const Segment everything = whole_order(compute);
+    const OrderModel model(p, compute, split_backward(p, seed.schedule), everything,
+                           SegmentObjective::kMakespan, ActivationChoice::kDecide);
+    const std::vector<double>& start = model.start_solution();
+    for (const PairwiseOrder& order : model.model().orders) {
+      ++orders;
+      for (int a = 0; a < order.size; ++a) {
+        for (int b = 0; b < order.size; ++b) {
+          if (a == b) continue;
+          EXPECT_EQ(order.literal(a, b).at(start.data()) + order.literal(b, a).at(start.data()), 1);
+        }
+      }
+    }
+    EXPECT_TRUE(violated_transitivity(model.model().orders, start.data(), 1e-9, 1).empty());
+  }
+  EXPECT_GT(orders, 0);
 }
 
 // Whether every rank runs the F ops of each stage, and its B ops, in microbatch order: what
