@@ -53,7 +53,7 @@ std::vector<double> values_of(const PairwiseOrder& order, const std::vector<int>
   for (int a = 0; a < order.size; ++a) {
     for (int b = a + 1; b < order.size; ++b) {
       const OrderLiteral& l = order.literal(a, b);
-      if (l.column >= 0) values[l.column] = rank[a] < rank[b] ? 1 : 0;
+      if (!l.settled()) values[l.column] = rank[a] < rank[b] ? 1 : 0;
     }
   }
   return values;
