@@ -49,6 +49,21 @@ std::optional<Schedule> valid_timing(const Problem& problem, const Order& order,
   }
 }
 
+// What the climb minimises among orders of the same makespan where no stage can recompute: the sum
+// of the forwards' ends. A walk across a plateau then runs forwards no later, which fills the
+// pipeline sooner and leaves room for the swaps that shorten the makespan. Where stages recompute,
+// an early forward holds memory that a later R then has to free, and the walk goes every way
+// (docs/solver.md).
+double forward_ends(const Schedule& schedule) {
+  double sum = 0;
+  for (const auto& actions : schedule.ranks) {
+    for (const Action& a : actions) {
+      if (a.ref.op == Op::kForward) sum += a.end;
+    }
+  }
+  return sum;
+}
+
 // Position of the action of (stage, mb) of type `op` in `refs`, or refs.size().
 size_t position_of(const std::vector<OpRef>& refs, Op op, int stage, int mb) {
   return std::find(refs.begin(), refs.end(), OpRef{op, stage, mb}) - refs.begin();
@@ -68,13 +83,15 @@ LocalSearch::LocalSearch(const Problem& problem, Order order, Schedule schedule,
       order_(std::move(order)),
       schedule_(std::move(schedule)),
       makespan_(makespan_of(schedule_)),
+      forward_ends_(forward_ends(schedule_)),
+      early_forwards_(!problem.any_stage_can_recompute()),
       rng_(seed) {
   for (int s = 0; s < problem.num_stages(); ++s) {
     toggles_ |= problem.offload_frees_memory(s) || problem.recompute_frees_memory(s);
   }
 }
 
-bool LocalSearch::try_move(double limit) {
+bool LocalSearch::try_move(double limit, bool climbing) {
   const double kind = std::uniform_real_distribution<double>(0, 1)(rng_);
   int rank = std::uniform_int_distribution<int>(0, problem_->ranks - 1)(rng_);
   std::optional<CriticalPair> critical;
@@ -100,12 +117,17 @@ bool LocalSearch::try_move(double limit) {
     if (changed->last) revision = {revision.unchanged_before, rank, changed->first, *changed->last};
     timing = valid_timing(*problem_, order_, &schedule_, revision, limit);
   }
-  if (!timing || makespan_of(*timing) > limit + kTolerance) {  // a move that made no change too
+  const bool fits = timing && makespan_of(*timing) <= limit + kTolerance;
+  const bool later_forwards_on_plateau = fits && climbing && early_forwards_ &&
+                                         makespan_of(*timing) > makespan_ - kTolerance &&
+                                         forward_ends(*timing) > forward_ends_ * (1 + kTolerance);
+  if (!fits || later_forwards_on_plateau) {  // a move that made no change too
     refs = std::move(before);
     return false;
   }
   schedule_ = std::move(*timing);
   makespan_ = makespan_of(schedule_);
+  forward_ends_ = forward_ends(schedule_);
   critical_.reset();
   return true;
 }
@@ -206,12 +228,12 @@ std::optional<LocalSearch::ListChange> LocalSearch::toggle_activation(std::vecto
 
 bool LocalSearch::step() {
   const double before = makespan_;
-  return try_move(before) && makespan_ < before - kTolerance;
+  return try_move(before, true) && makespan_ < before - kTolerance;
 }
 
 void LocalSearch::perturb(int moves) {
   for (int kept = 0, tries = 0; kept < moves && tries < 20 * moves; ++tries) {
-    kept += try_move(std::numeric_limits<double>::infinity());
+    kept += try_move(std::numeric_limits<double>::infinity(), false);
   }
 }
 

@@ -7,7 +7,9 @@
 // then timed by the simulator, each allocation waiting for the offloads that make room for it
 // (simulate_within_budget), and kept when it fits the budget and is no slower. Equal makespans are
 // kept too, so the search walks across the plateaus where most moves leave the critical path as it
-// was: an offload that frees memory pays only once a later swap lets an F use it.
+// was (an offload that frees memory pays only once a later swap lets an F use it); where no stage
+// can recompute, only towards forwards that end no later in sum: orders that fill the pipeline
+// early.
 #pragma once
 
 #include <cstdint>
@@ -39,8 +41,10 @@ class LocalSearch {
  private:
   LocalSearch(const Problem& problem, Order order, Schedule schedule, uint64_t seed);
   // Applies a random move to a random rank's list; keeps it when the order then times to a valid
-  // schedule no slower than `limit`, else restores the list. True when kept.
-  bool try_move(double limit);
+  // schedule no slower than `limit` (`climbing`: and, where no faster than the current one and
+  // early_forwards_, with forwards that end no later in sum), else restores the list. True when
+  // kept.
+  bool try_move(double limit, bool climbing);
   // What a move changed in one rank's list: positions [first, last) hold the same actions in
   // another order, or, without `last`, actions were added or taken out from `first` on.
   struct ListChange {
@@ -67,6 +71,8 @@ class LocalSearch {
   Order order_;
   Schedule schedule_;
   double makespan_;
+  double forward_ends_;  // of schedule_: the sum of its forwards' ends
+  bool early_forwards_;  // plateau walks only towards a smaller forward_ends_
   std::optional<std::vector<CriticalPair>> critical_;  // of schedule_, found when first needed
   std::mt19937_64 rng_;
 };

@@ -1,6 +1,7 @@
 // The local search: it starts only from an order that times to a valid schedule, keeps every
-// state valid and never slower, and shortens a slow order; it offloads or recomputes where the
-// budget leaves no room otherwise; a kick keeps the order valid.
+// state valid and never slower, and shortens a slow order; on a plateau it moves only to earlier
+// forwards; it offloads or recomputes where the budget leaves no room otherwise; a kick keeps the
+// order valid.
 #include "solver/local_search.h"
 
 #include <gtest/gtest.h>
@@ -50,6 +51,52 @@ TEST(LocalSearch, ShortensOneMicrobatchAtATimeAndStaysValid) {
   EXPECT_FALSE(validate(p, search->schedule()));
 }
 
+// Each stage's F keeps 100 of its 1000 bytes when recomputed, and R takes half an F.
+void let_stages_recompute(Problem& p) {
+  for (StageCosts& s : p.stages) {
+    s.checkpoint_bytes = 100;
+    s.recompute_forward = 0.5;
+  }
+}
+
+double sum_of_forward_ends(const Schedule& schedule) {
+  double sum = 0;
+  for (const auto& actions : schedule.ranks) {
+    for (const Action& a : actions) sum += a.ref.op == Op::kForward ? a.end : 0;
+  }
+  return sum;
+}
+
+// Among orders of the same makespan the climb moves only to those whose forwards end no later in
+// sum: it still walks the plateaus, towards pipelines that fill early. Where stages can recompute
+// it walks them every way.
+TEST(LocalSearch, WalksPlateausTowardsEarlierForwardsUnlessStagesRecompute) {
+  for (const bool recompute : {false, true}) {
+    SCOPED_TRACE(recompute ? "recompute" : "keep only");
+    Problem p = problem_with_room_for(4);
+    if (recompute) let_stages_recompute(p);
+    std::optional<LocalSearch> search = LocalSearch::from(p, microbatch_serial_order(p, true), 11);
+    ASSERT_TRUE(search);
+    int walked = 0;
+    int later = 0;  // walks to forwards that end later in sum
+    for (int i = 0; i < 5000; ++i) {
+      const double makespan = search->makespan();
+      const double forward_ends = sum_of_forward_ends(search->schedule());
+      const Order order = search->order();
+      if (search->step()) continue;
+      ASSERT_NEAR(search->makespan(), makespan, 1e-9);
+      walked += search->order().ranks != order.ranks;
+      later += sum_of_forward_ends(search->schedule()) > forward_ends * (1 + 1e-9);
+    }
+    EXPECT_GT(walked, 10);
+    if (recompute) {
+      EXPECT_GT(later, 0);
+    } else {
+      EXPECT_EQ(later, 0);
+    }
+  }
+}
+
 int count(const Order& order, Op op) {
   int n = 0;
   for (const auto& refs : order.ranks)
@@ -67,10 +114,7 @@ TEST(LocalSearch, OffloadsOrRecomputesWhereKeepingLeavesNoRoom) {
       for (StageCosts& s : p.stages) s.offloadable_bytes = 900;
       p.offload = OffloadLink{2000, 2000, ChannelMode::kDuplex, {0, 1, 2}};
     } else {
-      for (StageCosts& s : p.stages) {
-        s.checkpoint_bytes = 100;
-        s.recompute_forward = 0.5;
-      }
+      let_stages_recompute(p);
     }
     std::optional<LocalSearch> search = LocalSearch::from(p, microbatch_serial_order(p, true), 3);
     ASSERT_TRUE(search);
