@@ -83,8 +83,8 @@ LocalSearch::LocalSearch(const Problem& problem, Order order, Schedule schedule,
       order_(std::move(order)),
       schedule_(std::move(schedule)),
       makespan_(makespan_of(schedule_)),
-      forward_ends_(forward_ends(schedule_)),
       early_forwards_(!problem.any_stage_can_recompute()),
+      forward_ends_(early_forwards_ ? forward_ends(schedule_) : 0),
       rng_(seed) {
   for (int s = 0; s < problem.num_stages(); ++s) {
     toggles_ |= problem.offload_frees_memory(s) || problem.recompute_frees_memory(s);
@@ -118,16 +118,17 @@ bool LocalSearch::try_move(double limit, bool climbing) {
     timing = valid_timing(*problem_, order_, &schedule_, revision, limit);
   }
   const bool fits = timing && makespan_of(*timing) <= limit + kTolerance;
+  const double ends = fits && early_forwards_ ? forward_ends(*timing) : 0;
   const bool later_forwards_on_plateau = fits && climbing && early_forwards_ &&
                                          makespan_of(*timing) > makespan_ - kTolerance &&
-                                         forward_ends(*timing) > forward_ends_ * (1 + kTolerance);
+                                         ends > forward_ends_ * (1 + kTolerance);
   if (!fits || later_forwards_on_plateau) {  // a move that made no change too
     refs = std::move(before);
     return false;
   }
   schedule_ = std::move(*timing);
   makespan_ = makespan_of(schedule_);
-  forward_ends_ = forward_ends(schedule_);
+  forward_ends_ = ends;
   critical_.reset();
   return true;
 }

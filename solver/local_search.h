@@ -71,8 +71,8 @@ class LocalSearch {
   Order order_;
   Schedule schedule_;
   double makespan_;
-  double forward_ends_;  // of schedule_: the sum of its forwards' ends
   bool early_forwards_;  // plateau walks only towards a smaller forward_ends_
+  double forward_ends_;  // of schedule_, where early_forwards_: the sum of its forwards' ends
   std::optional<std::vector<CriticalPair>> critical_;  // of schedule_, found when first needed
   std::mt19937_64 rng_;
 };
