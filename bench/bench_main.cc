@@ -34,6 +34,7 @@ struct BenchFlags {
   std::string out_dir = "bench-results";
   std::vector<double> milp_seconds;
   int threads = 2;
+  uint64_t search_seed = optpipe::OptimizerOptions{}.search_seed;
   std::string only;
   std::vector<double> budgets;
 };
@@ -47,6 +48,11 @@ void add_bench_flags(CLI::App& app, BenchFlags& flags) {
       ->delimiter(',')
       ->check(optpipe::kFiniteNonNegative);
   app.add_option("--threads", flags.threads, "optimiser threads")->check(CLI::Range(1, 256));
+  app.add_option("--search-seed", flags.search_seed,
+                 "seed of the optimiser's local search; runs with several seeds tell a change "
+                 "from the spread of one run")
+      ->check(optpipe::kFiniteNonNegative)  // else "-1" wraps round to 2^64 - 1
+      ->capture_default_str();
   app.add_option("--only", flags.only, "run only the profiles whose name contains this text");
   app.add_option("--budgets", flags.budgets,
                  "budgets as fractions of 1F1B's activation peak, overriding the suite's "
@@ -65,6 +71,7 @@ int run_bench(BenchFlags flags) {
   MeasureOptions options;
   options.milp_time_limits = milp_seconds;
   options.threads = flags.threads;
+  options.search_seed = flags.search_seed;
 
   std::vector<ProfileSpec> profiles;
   for (const ProfileSpec& p : suite_profiles(kind)) {
@@ -122,8 +129,9 @@ int run_bench(BenchFlags flags) {
 
   fmt::print(
       "## optpipe-bench, {} suite ({}, {:.0f} s wall, {} hardware threads, optimiser on "
-      "{} threads, time limits {} s)\n\n",
+      "{} threads, search seed {}, time limits {} s)\n\n",
       flags.suite, started, wall, std::thread::hardware_concurrency(), flags.threads,
+      flags.search_seed,
       milp_seconds.empty() ? std::string("none") : fmt::format("{}", fmt::join(milp_seconds, "/")));
   fmt::print("### Per case\n\n{}\n", summary_table(results));
   fmt::print("### Per method over the suite\n\n{}\n", method_table(results));
@@ -140,6 +148,7 @@ int run_bench(BenchFlags flags) {
                                    {"wall_seconds", wall},
                                    {"hardware_threads", std::thread::hardware_concurrency()},
                                    {"optimizer_threads", flags.threads},
+                                   {"optimizer_search_seed", flags.search_seed},
                                    {"optimizer_time_limits_seconds", milp_seconds},
                                    {"time_unit", "ms"},
                                    {"cases", cases}};

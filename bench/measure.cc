@@ -59,14 +59,15 @@ bool faster(const MethodResult& a, const MethodResult& b) {
 }
 
 MethodResult run_optimizer(const Variant& variant, const LowerBound& lower_bound,
-                           const Schedule& seed, double limit, int threads) {
+                           const Schedule& seed, double limit, const MeasureOptions& options) {
   MethodResult r;
   r.method = "milp";
   r.variant = variant.name;
   r.time_limit_seconds = limit;
   OptimizerOptions optimizer;
   optimizer.time_limit_seconds = limit;
-  optimizer.threads = threads;
+  optimizer.threads = options.threads;
+  optimizer.search_seed = options.search_seed;
   optimizer.lower_bound = lower_bound;
   const auto start = Clock::now();
   try {
@@ -153,7 +154,7 @@ CaseResult measure_case(const BenchCase& bench_case, const MeasureOptions& optio
       const int seed = pick([&](const MethodResult& r) { return r.variant == variant.name; });
       if (seed < 0) continue;
       out.optimizer.push_back(
-          run_optimizer(variant, lower_bounds[v], schedules[seed], limit, options.threads));
+          run_optimizer(variant, lower_bounds[v], schedules[seed], limit, options));
     }
   }
   return out;

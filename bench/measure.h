@@ -10,6 +10,7 @@
 #include "bench/suite.h"
 #include "compiler/lower_bound.h"
 #include "compiler/schedule.h"
+#include "solver/optimizer.h"
 
 namespace optpipe::bench {
 
@@ -55,6 +56,7 @@ struct CaseResult {
 struct MeasureOptions {
   std::vector<double> milp_time_limits;  // seconds; empty: no optimiser
   int threads = 2;
+  uint64_t search_seed = OptimizerOptions{}.search_seed;
 };
 
 CaseResult measure_case(const BenchCase& bench_case, const MeasureOptions& options);

@@ -43,7 +43,6 @@ constexpr size_t kDescents = 16;
 constexpr double kNoLimit = std::numeric_limits<double>::infinity();
 // Where the whole order is CBC's, of what the list policies leave, what CBC may take first.
 constexpr double kProbeShare = 0.05;
-constexpr uint64_t kSearchSeed = 20261123;
 // A climb of the local search gives up after this many moves per action without a shorter
 // makespan.
 constexpr size_t kPatiencePerAction = 50;
@@ -290,7 +289,7 @@ class Search {
     run_workers(workers, [&](int worker) {
       for (uint64_t round = 0;; ++round) {
         std::optional<LocalSearch> search =
-            LocalSearch::from(problem_, best_order(), kSearchSeed + round * workers + worker);
+            LocalSearch::from(problem_, best_order(), options_.search_seed + round * workers + worker);
         if (!search) return;  // the order re-timed does not reproduce a valid schedule
         if (round > 0) search->perturb(kKickMoves);
         for (size_t unsuccessful = 0; unsuccessful < patience; ++unsuccessful) {

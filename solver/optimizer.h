@@ -6,6 +6,7 @@
 // validates and is faster.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <optional>
 #include <string>
@@ -33,6 +34,9 @@ struct OptimizerOptions {
   double target_gap = 0;
   // Workers for the list policies and the local search, and CBC's threads; 0 or 1: serial.
   int threads = 0;
+  // Seeds the local search's random moves. Its climbs from one seed often repeat exactly, so
+  // comparisons between builds hold only over several seeds.
+  uint64_t search_seed = 20261123;
   bool verbose = false;
   // Solve the whole order as one MILP, keep / offload / recompute per activation included, when
   // it has at most this many compute ops.

@@ -96,7 +96,7 @@ TEST_F(CliTest, NegativeOrNonNumericLimitsExitTwoNamingTheRule) {
 // The benchmark harness answers bad flags as the compiler does, before it runs any case.
 TEST_F(CliTest, BenchHarnessBadFlagsExitTwoOnOneLine) {
   for (const char* flags : {"--budgets -1", "--threads 0", "--milp-seconds -2", "--suite huge",
-                            "--only no-such-profile"}) {
+                            "--only no-such-profile", "--search-seed -1"}) {
     const CommandResult r = run("optpipe-bench", std::string(flags) + " --out " + path("out"));
     EXPECT_EQ(r.exit_code, 2) << flags;
     EXPECT_EQ(lines(r.err), 1) << r.err;
