@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -10,6 +11,7 @@
 #include <limits>
 #include <mutex>
 #include <optional>
+#include <random>
 #include <stop_token>
 #include <thread>
 #include <vector>
@@ -48,6 +50,17 @@ constexpr double kProbeShare = 0.05;
 constexpr size_t kPatiencePerAction = 50;
 // Random moves that kick a stalled local search out of its local optimum.
 constexpr int kKickMoves = 20;
+
+// The seed of one climb of the local search: the search's seed and the climb's number mixed, so
+// that the climbs of two search seeds share no random moves (with their sum, seed 2's first climb
+// was seed 1's second).
+uint64_t climb_seed(uint64_t search_seed, uint64_t climb) {
+  std::seed_seq mix{static_cast<uint32_t>(search_seed), static_cast<uint32_t>(search_seed >> 32),
+                    static_cast<uint32_t>(climb), static_cast<uint32_t>(climb >> 32)};
+  std::array<uint32_t, 2> seed;
+  mix.generate(seed.begin(), seed.end());
+  return (static_cast<uint64_t>(seed[0]) << 32) | seed[1];
+}
 
 // Offload and recompute actions: CBC windows keep them, so only the whole-order model, the list
 // policies and the local search change them.
@@ -289,7 +302,8 @@ class Search {
     run_workers(workers, [&](int worker) {
       for (uint64_t round = 0;; ++round) {
         std::optional<LocalSearch> search =
-            LocalSearch::from(problem_, best_order(), options_.search_seed + round * workers + worker);
+            LocalSearch::from(problem_, best_order(),
+                              climb_seed(options_.search_seed, round * workers + worker));
         if (!search) return;  // the order re-timed does not reproduce a valid schedule
         if (round > 0) search->perturb(kKickMoves);
         for (size_t unsuccessful = 0; unsuccessful < patience; ++unsuccessful) {
