@@ -133,6 +133,8 @@ int run_bench(BenchFlags flags) {
       flags.suite, started, wall, std::thread::hardware_concurrency(), flags.threads,
       flags.search_seed,
       milp_seconds.empty() ? std::string("none") : fmt::format("{}", fmt::join(milp_seconds, "/")));
+  const std::vector<TargetTallies> targets = tally_targets(results);
+  if (!targets.empty()) fmt::print("### Targets\n\n{}\n", targets_table(targets));
   fmt::print("### Per case\n\n{}\n", summary_table(results));
   fmt::print("### Per method over the suite\n\n{}\n", method_table(results));
   if (const std::string large = large_case_compile_table(results, 32, 256); !large.empty()) {
@@ -142,6 +144,8 @@ int run_bench(BenchFlags flags) {
 
   nlohmann::json cases = nlohmann::json::array();
   for (const CaseResult& c : results) cases.push_back(to_json(c));
+  nlohmann::json target_tallies = nlohmann::json::array();
+  for (const TargetTallies& t : targets) target_tallies.push_back(to_json(t));
   const nlohmann::json document = {{"format", "optpipe.bench/v1"},
                                    {"suite", flags.suite},
                                    {"started_utc", started},
@@ -151,6 +155,7 @@ int run_bench(BenchFlags flags) {
                                    {"optimizer_search_seed", flags.search_seed},
                                    {"optimizer_time_limits_seconds", milp_seconds},
                                    {"time_unit", "ms"},
+                                   {"targets", target_tallies},
                                    {"cases", cases}};
   optpipe::write_file_atomically((out_dir / "results.json").string(), document.dump(2) + "\n");
   fmt::print(stderr, "wrote {}/results.json and {} SVG plots ({:.0f} s)\n", flags.out_dir,

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 
 namespace optpipe::bench {
 
@@ -15,17 +16,23 @@ const MethodResult* at(const CaseResult& c, int index) {
   return index < 0 ? nullptr : &c.generators[index];
 }
 
-// The optimiser's fastest result, over the layouts, at its longest time limit, or nullptr.
-const MethodResult* final_optimizer(const CaseResult& c) {
+// The optimiser's fastest result over the layouts at `limit` seconds, or nullptr.
+const MethodResult* optimizer_at(const CaseResult& c, double limit) {
   const MethodResult* best = nullptr;
   for (const MethodResult& r : c.optimizer) {
-    if (!r.error.empty() || !r.feasible) continue;
-    if (!best || r.time_limit_seconds > best->time_limit_seconds ||
-        (r.time_limit_seconds == best->time_limit_seconds && r.makespan < best->makespan)) {
-      best = &r;
-    }
+    if (!r.error.empty() || !r.feasible || r.time_limit_seconds != limit) continue;
+    if (!best || r.makespan < best->makespan) best = &r;
   }
   return best;
+}
+
+// The optimiser's fastest result, over the layouts, at its longest time limit, or nullptr.
+const MethodResult* final_optimizer(const CaseResult& c) {
+  double longest = -1;
+  for (const MethodResult& r : c.optimizer) {
+    if (r.error.empty() && r.feasible) longest = std::max(longest, r.time_limit_seconds);
+  }
+  return optimizer_at(c, longest);
 }
 
 std::string cell(const MethodResult* r) {
@@ -65,6 +72,58 @@ double optimizer_makespan_over_seed(const CaseResult& c) {
   const MethodResult* seed = at(c, c.seed);
   if (!milp || !seed) return -1;
   return milp->makespan / seed->makespan;
+}
+
+std::vector<TargetTallies> tally_targets(const std::vector<CaseResult>& cases) {
+  constexpr double kTolerance = 1e-9;
+  std::set<double> limits;
+  for (const CaseResult& c : cases) {
+    for (const MethodResult& r : c.optimizer) limits.insert(r.time_limit_seconds);
+  }
+  std::vector<TargetTallies> tallies;
+  for (const double limit : limits) {
+    TargetTallies t;
+    t.time_limit_seconds = limit;
+    auto count = [](TargetTally& tally, bool met) {
+      ++tally.cases;
+      tally.met += met ? 1 : 0;
+    };
+    for (const CaseResult& c : cases) {
+      const MethodResult* seed = at(c, c.seed);
+      if (!seed) continue;
+      const MethodResult* milp = optimizer_at(c, limit);
+      count(t.never_worse_than_seed, milp && milp->makespan <= seed->makespan + kTolerance);
+      if (c.budget_bytes.size() == 4) count(t.gap_at_four_ranks, milp && milp->gap <= 0.03);
+      const MethodResult* base = at(c, c.best_baseline);
+      if (c.budget_fraction <= 0.5 && base && base->idle_time > 0) {
+        count(t.half_the_idle_when_tight, milp && milp->idle_time <= 0.5 * base->idle_time);
+      }
+    }
+    tallies.push_back(t);
+  }
+  return tallies;
+}
+
+std::string targets_table(const std::vector<TargetTallies>& tallies) {
+  std::string out = "| target |";
+  std::string rule = "|---|";
+  for (const TargetTallies& t : tallies) {
+    out += fmt::format(" optimiser at {:g} s |", t.time_limit_seconds);
+    rule += "---|";
+  }
+  out += "\n" + rule + "\n";
+  auto row = [&](const char* name, TargetTally TargetTallies::*tally) {
+    out += fmt::format("| {} |", name);
+    for (const TargetTallies& t : tallies) {
+      out += fmt::format(" {} of {} |", (t.*tally).met, (t.*tally).cases);
+    }
+    out += "\n";
+  };
+  row("never worse than its seed", &TargetTallies::never_worse_than_seed);
+  row("gap to the lower bound at most 3%, R = 4", &TargetTallies::gap_at_four_ranks);
+  row("idle at most half the best baseline's, budgets at most 50%",
+      &TargetTallies::half_the_idle_when_tight);
+  return out;
 }
 
 std::string summary_table(const std::vector<CaseResult>& cases) {
@@ -234,6 +293,16 @@ nlohmann::json to_json(const CaseResult& c) {
           {"optimizer_idle_over_baseline", number(optimizer_idle_over_baseline(c))},
           {"idle_floor_over_baseline", number(idle_floor_over_baseline(c))},
           {"optimizer_makespan_over_seed", number(optimizer_makespan_over_seed(c))}};
+}
+
+nlohmann::json to_json(const TargetTallies& t) {
+  auto tally = [](const TargetTally& x) {
+    return nlohmann::json{{"met", x.met}, {"cases", x.cases}};
+  };
+  return {{"time_limit_seconds", t.time_limit_seconds},
+          {"never_worse_than_seed", tally(t.never_worse_than_seed)},
+          {"gap_at_most_3_percent_at_4_ranks", tally(t.gap_at_four_ranks)},
+          {"half_the_idle_when_tight", tally(t.half_the_idle_when_tight)}};
 }
 
 }  // namespace optpipe::bench

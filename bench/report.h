@@ -16,6 +16,24 @@ double optimizer_makespan_over_seed(const CaseResult& c);
 // time: the least idle ratio any schedule on that layout can reach.
 double idle_floor_over_baseline(const CaseResult& c);
 
+// Issue 4's targets over a run, for the optimiser at one time limit (docs/benchmarks.md).
+struct TargetTally {
+  int met = 0;
+  int cases = 0;  // where the target applies
+};
+struct TargetTallies {
+  double time_limit_seconds = 0;
+  TargetTally never_worse_than_seed;  // every case with a seed
+  TargetTally gap_at_four_ranks;      // gap to the lower bound at most 3%, R = 4
+  // Idle time at most half the best published baseline's, at budgets of at most half of 1F1B's
+  // peak where a baseline fits and idles.
+  TargetTally half_the_idle_when_tight;
+};
+// One tally per time limit of the run, shortest first.
+std::vector<TargetTallies> tally_targets(const std::vector<CaseResult>& cases);
+// The tallies as a table: a row per target, a column per time limit.
+std::string targets_table(const std::vector<TargetTallies>& tallies);
+
 // One row per case: best published baseline, AdaOffload, seed, optimiser, bound, gap, ratios.
 std::string summary_table(const std::vector<CaseResult>& cases);
 // One row per method label over the suite: how often it fits, how far from each case's best.
@@ -29,5 +47,6 @@ std::string large_case_compile_table(const std::vector<CaseResult>& cases, int r
 
 nlohmann::json to_json(const MethodResult& r);
 nlohmann::json to_json(const CaseResult& c);
+nlohmann::json to_json(const TargetTallies& t);
 
 }  // namespace optpipe::bench

@@ -301,9 +301,8 @@ class Search {
     const int workers = this->workers();
     run_workers(workers, [&](int worker) {
       for (uint64_t round = 0;; ++round) {
-        std::optional<LocalSearch> search =
-            LocalSearch::from(problem_, best_order(),
-                              climb_seed(options_.search_seed, round * workers + worker));
+        std::optional<LocalSearch> search = LocalSearch::from(
+            problem_, best_order(), climb_seed(options_.search_seed, round * workers + worker));
         if (!search) return;  // the order re-timed does not reproduce a valid schedule
         if (round > 0) search->perturb(kKickMoves);
         for (size_t unsuccessful = 0; unsuccessful < patience; ++unsuccessful) {
