@@ -50,6 +50,10 @@ constexpr double kProbeShare = 0.05;
 constexpr size_t kPatiencePerAction = 50;
 // Random moves that kick a stalled local search out of its local optimum.
 constexpr int kKickMoves = 20;
+// Where climbs keep apart, how much longer than a worker's best the optimum it climbs again from
+// may be: a walk that takes only better optima stays in fewer basins (R = 4, m = 4 at 33% ample:
+// 603.3 with each of five seeds; 603.3-614.2 with three, taking only better optima).
+constexpr double kApartSlack = 0.01;
 
 // The seed of one climb of the local search: the search's seed and the climb's number mixed, so
 // that the climbs of two search seeds share no random moves (with their sum, seed 2's first climb
@@ -140,7 +144,7 @@ class Search {
       // The whole share even where climbs stall: kicked climbs escape basins that CBC,
       // started from them, does not (docs/solver.md).
       const bool cbc_follows = whole || !moves;
-      climb(cbc_follows ? kSearchShare * remaining() : remaining());
+      climb(cbc_follows ? kSearchShare * remaining() : remaining(), whole);
       if (done()) return;
     }
     if (whole) {
@@ -157,7 +161,7 @@ class Search {
     // CBC may hand back time: windows too large to try, an order the search gave transfers (no
     // windows), a whole order solved early. The search climbs on with it.
     if (options_.local_search && !done() && remaining() > 0) {
-      climb(remaining());
+      climb(remaining(), whole);
     }
   }
 
@@ -292,17 +296,23 @@ class Search {
   // The local search (solver/local_search.h) from the best order for up to `seconds`, one climb
   // per worker, each with its own random moves. When a climb stops finding shorter makespans it
   // climbs again from the best order after a random kick (iterated local search). Each
-  // improvement is offered, so it becomes the start of what follows.
-  void climb(double seconds) {
+  // improvement is offered, so it becomes the start of what follows. With `apart`, a worker
+  // climbs again from its own last optimum instead, taking one up to kApartSlack longer than its
+  // best: on whole orders climbs are short, and walks kept apart reach basins that following the
+  // best misses; on longer orders following the best wins (docs/solver.md).
+  void climb(double seconds, bool apart) {
     const double deadline = elapsed() + seconds;
     size_t actions = 0;
     for (const auto& refs : order_.ranks) actions += refs.size();
     const size_t patience = kPatiencePerAction * actions;
     const int workers = this->workers();
     run_workers(workers, [&](int worker) {
+      std::optional<Order> own;  // with `apart`: the optimum this worker climbs again from
+      double own_best = kNoLimit;
       for (uint64_t round = 0;; ++round) {
-        std::optional<LocalSearch> search = LocalSearch::from(
-            problem_, best_order(), climb_seed(options_.search_seed, round * workers + worker));
+        std::optional<LocalSearch> search =
+            LocalSearch::from(problem_, own ? *own : best_order(),
+                              climb_seed(options_.search_seed, round * workers + worker));
         if (!search) return;  // the order re-timed does not reproduce a valid schedule
         if (round > 0) search->perturb(kKickMoves);
         for (size_t unsuccessful = 0; unsuccessful < patience; ++unsuccessful) {
@@ -315,6 +325,10 @@ class Search {
             // tests/local_search_test.cc checks that they agree).
             offer(search->order());
           }
+        }
+        if (apart && search->makespan() <= own_best * (1 + kApartSlack)) {
+          own = search->order();
+          own_best = std::min(own_best, search->makespan());
         }
       }
     });
