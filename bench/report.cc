@@ -76,6 +76,9 @@ double optimizer_makespan_over_seed(const CaseResult& c) {
 
 std::vector<TargetTallies> tally_targets(const std::vector<CaseResult>& cases) {
   constexpr double kTolerance = 1e-9;
+  constexpr double kMaxGap = 0.03;
+  constexpr double kMaxIdleOverBaseline = 0.5;
+  constexpr double kTightBudget = 0.5;  // of 1F1B's activation peak
   std::set<double> limits;
   for (const CaseResult& c : cases) {
     for (const MethodResult& r : c.optimizer) limits.insert(r.time_limit_seconds);
@@ -93,10 +96,13 @@ std::vector<TargetTallies> tally_targets(const std::vector<CaseResult>& cases) {
       if (!seed) continue;
       const MethodResult* milp = optimizer_at(c, limit);
       count(t.never_worse_than_seed, milp && milp->makespan <= seed->makespan + kTolerance);
-      if (c.budget_bytes.size() == 4) count(t.gap_at_four_ranks, milp && milp->gap <= 0.03);
+      if (c.budget_bytes.size() == 4) {  // one budget per rank
+        count(t.gap_at_four_ranks, milp && milp->gap <= kMaxGap);
+      }
       const MethodResult* base = at(c, c.best_baseline);
-      if (c.budget_fraction <= 0.5 && base && base->idle_time > 0) {
-        count(t.half_the_idle_when_tight, milp && milp->idle_time <= 0.5 * base->idle_time);
+      if (c.budget_fraction <= kTightBudget && base && base->idle_time > 0) {
+        count(t.half_the_idle_when_tight,
+              milp && milp->idle_time <= kMaxIdleOverBaseline * base->idle_time);
       }
     }
     tallies.push_back(t);
