@@ -16,13 +16,15 @@ struct SolverStats {
   int nodes = 0;
   int windows = 0;  // windows re-optimised
   int windows_improved = 0;
+  int idle_offloads_dropped = 0;  // offloads the schedule had that freed no memory
 };
 
 inline nlohmann::json to_json(const SolverStats& s) {
   nlohmann::json j = {{"status", s.status},   {"objective", s.objective},
                       {"bound", s.bound},     {"gap", s.gap},
                       {"seconds", s.seconds}, {"nodes", s.nodes},
-                      {"windows", s.windows}, {"windows_improved", s.windows_improved}};
+                      {"windows", s.windows}, {"windows_improved", s.windows_improved},
+                      {"idle_offloads_dropped", s.idle_offloads_dropped}};
   if (!s.note.empty()) j["note"] = s.note;
   return j;
 }

@@ -22,6 +22,7 @@
 #include "heuristics/memory_policies.h"
 #include "heuristics/offload_placement.h"
 #include "solver/cbc_backend.h"
+#include "solver/idle_transfers.h"
 #include "solver/local_search.h"
 #include "solver/microbatch_order.h"
 #include "solver/order_model.h"
@@ -118,6 +119,7 @@ class Search {
       if (options_.on_progress) ticker = std::jthread([this](std::stop_token stop) { tick(stop); });
       search();
     }  // the ticker has stopped
+    if (improved_) drop_idle_transfers();
     return finish();
   }
 
@@ -332,6 +334,16 @@ class Search {
         }
       }
     });
+  }
+
+  // The search keeps offload pairs that free no memory wherever dropping them does not shorten
+  // the makespan; the schedule handed back runs without them, no slower (solver/idle_transfers.h).
+  void drop_idle_transfers() {
+    std::optional<PrunedOrder> pruned = without_idle_transfers(problem_, order_, best_);
+    if (!pruned) return;
+    best_ = std::move(pruned->schedule);
+    order_ = std::move(pruned->order);
+    stats_.idle_offloads_dropped = pruned->dropped;
   }
 
   Order best_order() {
