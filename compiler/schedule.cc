@@ -13,18 +13,6 @@ constexpr std::array<std::string_view, kNumOps> kOpNames = {"F",       "B",     
                                                             "OFFLOAD", "RELOAD", "R"};
 }  // namespace
 
-bool is_compute(Op op) {
-  return !is_transfer(op);
-}
-
-bool is_transfer(Op op) {
-  return op == Op::kOffload || op == Op::kReload;
-}
-
-bool is_input_backward(Op op) {
-  return op == Op::kBackwardInput || op == Op::kBackward;
-}
-
 std::string_view to_string(Op op) {
   return kOpNames[static_cast<size_t>(op)];
 }

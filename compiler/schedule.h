@@ -21,10 +21,11 @@ enum class Op : uint8_t {
 };
 inline constexpr int kNumOps = static_cast<int>(Op::kRecompute) + 1;
 
-bool is_compute(Op op);
-bool is_transfer(Op op);
+// Inline: the simulator asks them for every action of every timing.
+inline bool is_transfer(Op op) { return op == Op::kOffload || op == Op::kReload; }
+inline bool is_compute(Op op) { return !is_transfer(op); }
 // B or a fused BW: the backward that ends its activation's life (what B(s, j) means in the docs).
-bool is_input_backward(Op op);
+inline bool is_input_backward(Op op) { return op == Op::kBackwardInput || op == Op::kBackward; }
 // Short names used in every file format: F, B, W, BW, OFFLOAD, RELOAD, R.
 std::string_view to_string(Op op);
 std::optional<Op> parse_op(std::string_view name);

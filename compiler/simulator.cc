@@ -211,7 +211,7 @@ class Simulation {
                                                  "the order does not reach it",
                                                  describe(ref), action.start));
         }
-        commit(rank, queue, action.start);
+        commit(rank, queue, action.start, action.end);
       }
     }
   }
@@ -381,8 +381,9 @@ class Simulation {
     }
   }
 
-  // Times the head of the rank's compute stream (queue -1) or copy queue; returns it.
-  OpRef commit(int rank, int queue, double start) {
+  // Times the head of the rank's compute stream (queue -1) or copy queue; returns it. A replayed
+  // action brings its `end`, which saves looking up its duration.
+  OpRef commit(int rank, int queue, double start, double end = kNotDone) {
     OpRef ref;
     if (queue < 0) {
       ref = order_.ranks[rank][next_[rank]++];
@@ -390,8 +391,8 @@ class Simulation {
       ref = queues_[rank][queue].front().ref;
       queues_[rank][queue].pop_front();
     }
-    const double took = duration(problem_, ref);
-    const double end = start + took;
+    if (std::isnan(end)) end = start + duration(problem_, ref);
+    const double took = end - start;
     end_[ref] = end;
     schedule_.ranks[rank].push_back({ref, start, end, transfer_bytes(problem_, ref)});
     if (previous_timing_) previous_timing_->record(ref, start, end);
