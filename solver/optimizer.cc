@@ -342,6 +342,7 @@ class Search {
     std::optional<PrunedOrder> pruned = without_idle_transfers(problem_, order_, best_);
     if (!pruned) return;
     best_ = std::move(pruned->schedule);
+    best_makespan_ = makespan_of(best_);  // no slower, perhaps faster
     order_ = std::move(pruned->order);
     stats_.idle_offloads_dropped = pruned->dropped;
   }
