@@ -33,8 +33,9 @@ std::string solver_line(const SolverStats& solver) {
   std::string line = fmt::format(
       "optimiser: {} in {:.1f} s ({} of {} CBC windows improved, {} nodes)", solver.status,
       solver.seconds, solver.windows_improved, solver.windows, solver.nodes);
-  if (solver.idle_offloads_dropped > 0) {
-    line += fmt::format("; {} offloads that freed no memory dropped", solver.idle_offloads_dropped);
+  if (solver.offloads_dropped + solver.recomputes_dropped > 0) {
+    line += fmt::format("; dropped {} offloads and {} recomputes it did not need",
+                        solver.offloads_dropped, solver.recomputes_dropped);
   }
   if (!solver.note.empty()) line += "; " + solver.note;
   return line + "\n";

@@ -16,7 +16,9 @@ struct SolverStats {
   int nodes = 0;
   int windows = 0;  // windows re-optimised
   int windows_improved = 0;
-  int idle_offloads_dropped = 0;  // offloads the schedule had that freed no memory
+  // Offloads and recomputes the search's schedule had and did not need (solver/needless_savings.h)
+  int offloads_dropped = 0;
+  int recomputes_dropped = 0;
 };
 
 inline nlohmann::json to_json(const SolverStats& s) {
@@ -24,7 +26,8 @@ inline nlohmann::json to_json(const SolverStats& s) {
                       {"bound", s.bound},     {"gap", s.gap},
                       {"seconds", s.seconds}, {"nodes", s.nodes},
                       {"windows", s.windows}, {"windows_improved", s.windows_improved},
-                      {"idle_offloads_dropped", s.idle_offloads_dropped}};
+                      {"offloads_dropped", s.offloads_dropped},
+                      {"recomputes_dropped", s.recomputes_dropped}};
   if (!s.note.empty()) j["note"] = s.note;
   return j;
 }

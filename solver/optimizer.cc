@@ -22,9 +22,9 @@
 #include "heuristics/memory_policies.h"
 #include "heuristics/offload_placement.h"
 #include "solver/cbc_backend.h"
-#include "solver/idle_transfers.h"
 #include "solver/local_search.h"
 #include "solver/microbatch_order.h"
+#include "solver/needless_savings.h"
 #include "solver/order_model.h"
 #include "solver/segment.h"
 
@@ -55,6 +55,11 @@ constexpr int kKickMoves = 20;
 // may be: a walk that takes only better optima stays in fewer basins (R = 4, m = 4 at 33% ample:
 // 603.3 with each of five seeds; 603.3-614.2 with three, taking only better optima).
 constexpr double kApartSlack = 0.01;
+
+// What dropping the offloads and recomputes a schedule does not need may take after the search:
+// a share of the time limit, at most the cap (one timing each; at R = 4 milliseconds in all).
+constexpr double kPruneShare = 0.02;
+constexpr double kPruneCapSeconds = 0.5;
 
 // The seed of one climb of the local search: the search's seed and the climb's number mixed, so
 // that the climbs of two search seeds share no random moves (with their sum, seed 2's first climb
@@ -119,7 +124,7 @@ class Search {
       if (options_.on_progress) ticker = std::jthread([this](std::stop_token stop) { tick(stop); });
       search();
     }  // the ticker has stopped
-    if (improved_) drop_idle_transfers();
+    if (improved_ && !interrupted()) drop_needless_savings();
     return finish();
   }
 
@@ -336,15 +341,22 @@ class Search {
     });
   }
 
-  // The search keeps offload pairs that free no memory wherever dropping them does not shorten
-  // the makespan; the schedule handed back runs without them, no slower (solver/idle_transfers.h).
-  void drop_idle_transfers() {
-    std::optional<PrunedOrder> pruned = without_idle_transfers(problem_, order_, best_);
+  // The search keeps offloads and recomputes wherever dropping them does not shorten the
+  // makespan; the schedule handed back runs without those it does not need, no slower
+  // (solver/needless_savings.h).
+  void drop_needless_savings() {
+    const double seconds =
+        std::min(kPruneShare * options_.time_limit_seconds, kPruneCapSeconds);
+    const auto deadline = std::chrono::steady_clock::now() +
+                          std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                              std::chrono::duration<double>(seconds));
+    std::optional<PrunedOrder> pruned = without_needless_savings(problem_, order_, best_, deadline);
     if (!pruned) return;
     best_ = std::move(pruned->schedule);
     best_makespan_ = makespan_of(best_);  // no slower, perhaps faster
     order_ = std::move(pruned->order);
-    stats_.idle_offloads_dropped = pruned->dropped;
+    stats_.offloads_dropped = pruned->offloads_dropped;
+    stats_.recomputes_dropped = pruned->recomputes_dropped;
   }
 
   Order best_order() {

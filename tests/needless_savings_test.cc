@@ -1,0 +1,113 @@
+// Offloads and recomputes a schedule does not need: where memory is ample every one goes, the
+// schedule staying valid and no slower; where the budget needs some, they stay; nothing is tried
+// once the deadline has passed.
+#include "solver/needless_savings.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <numeric>
+
+#include "compiler/simulator.h"
+#include "compiler/validator.h"
+#include "heuristics/classic.h"
+#include "heuristics/offload_placement.h"
+#include "tests/test_problems.h"
+
+namespace optpipe {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// R = 4, m = 4, a duplex link per rank, with 1F1B's order on rank 0 offloading every activation
+// after its F: microbatch 0's RELOAD listed right after its OFFLOAD (back as soon as it is gone),
+// the others' right before their backward. Memory is ample.
+struct OffloadingOrder {
+  Problem problem;
+  Order order;
+};
+OffloadingOrder offloading_order() {
+  OffloadingOrder result{testing::uniform_problem(4, 1, 4), {}};
+  Problem& p = result.problem;
+  std::vector<int> own_group(p.ranks);
+  std::iota(own_group.begin(), own_group.end(), 0);
+  p.offload = OffloadLink{1000, 1000, ChannelMode::kDuplex, own_group};
+  result.order = one_f_one_b_order(p);
+  std::vector<OpRef> with_transfers;
+  for (const OpRef& ref : result.order.ranks[0]) {
+    const OpRef reload{Op::kReload, ref.stage, ref.microbatch};
+    if (is_input_backward(ref.op) && ref.microbatch > 0) with_transfers.push_back(reload);
+    with_transfers.push_back(ref);
+    if (ref.op == Op::kForward) {
+      with_transfers.push_back({Op::kOffload, ref.stage, ref.microbatch});
+      if (ref.microbatch == 0) with_transfers.push_back(reload);
+    }
+  }
+  result.order.ranks[0] = with_transfers;
+  return result;
+}
+
+int count_ops(const Schedule& schedule, Op op) {
+  int n = 0;
+  for (const auto& actions : schedule.ranks) {
+    n += std::count_if(actions.begin(), actions.end(),
+                       [&](const Action& a) { return a.ref.op == op; });
+  }
+  return n;
+}
+
+Clock::time_point in_a_minute() { return Clock::now() + std::chrono::minutes(1); }
+
+TEST(NeedlessSavings, DropsEveryOffloadWhereMemoryIsAmple) {
+  const auto [p, order] = offloading_order();
+  const Schedule schedule = simulate_within_budget(p, order, "offloading");
+  ASSERT_FALSE(validate(p, schedule));
+  const std::optional<PrunedOrder> pruned =
+      without_needless_savings(p, order, schedule, in_a_minute());
+  ASSERT_TRUE(pruned);
+  EXPECT_EQ(pruned->offloads_dropped, p.microbatches);
+  EXPECT_EQ(pruned->recomputes_dropped, 0);
+  EXPECT_EQ(count_ops(pruned->schedule, Op::kOffload), 0);
+  EXPECT_EQ(count_ops(pruned->schedule, Op::kReload), 0);
+  EXPECT_FALSE(validate(p, pruned->schedule));
+  EXPECT_LE(makespan_of(pruned->schedule), makespan_of(schedule) + 1e-9);
+}
+
+TEST(NeedlessSavings, KeepsTheOffloadsTheBudgetNeeds) {
+  const auto [roomy, order] = offloading_order();
+  const Schedule at_roomy = simulate_within_budget(roomy, order, "offloading");
+  const Problem p = testing::at_own_peaks(roomy, at_roomy);  // rank 0 fits only by offloading
+  const Schedule schedule = simulate_within_budget(p, order, "offloading");
+  ASSERT_FALSE(validate(p, schedule));
+  const std::optional<PrunedOrder> pruned =
+      without_needless_savings(p, order, schedule, in_a_minute());
+  const Schedule& result = pruned ? pruned->schedule : schedule;
+  EXPECT_GT(count_ops(result, Op::kOffload), 0);
+  EXPECT_FALSE(validate(p, result));
+  EXPECT_LE(makespan_of(result), makespan_of(schedule) + 1e-9);
+}
+
+TEST(NeedlessSavings, DropsRecomputesWhereMemoryIsAmple) {
+  Problem p = testing::uniform_problem(3, 1, 4);
+  const Schedule schedule = testing::recomputing_1f1b(p, 100);
+  const Order order = order_of(schedule);
+  ASSERT_FALSE(validate(p, schedule));
+  const std::optional<PrunedOrder> pruned =
+      without_needless_savings(p, order, schedule, in_a_minute());
+  ASSERT_TRUE(pruned);
+  EXPECT_EQ(pruned->recomputes_dropped, count_ops(schedule, Op::kRecompute));
+  EXPECT_EQ(count_ops(pruned->schedule, Op::kRecompute), 0);
+  EXPECT_FALSE(validate(p, pruned->schedule));
+  // R's compute is gone from every rank.
+  EXPECT_LT(makespan_of(pruned->schedule), makespan_of(schedule));
+}
+
+TEST(NeedlessSavings, TriesNothingOnceTheDeadlineHasPassed) {
+  const auto [p, order] = offloading_order();
+  const Schedule schedule = simulate_within_budget(p, order, "offloading");
+  EXPECT_FALSE(without_needless_savings(p, order, schedule, Clock::now()));
+}
+
+}  // namespace
+}  // namespace optpipe
