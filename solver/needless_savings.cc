@@ -20,10 +20,10 @@ constexpr double kTolerance = 1e-9;
 struct Saving {
   OpRef ref;
   bool frees_nothing;  // an offload whose reload starts as soon as it ends
-  double start;
+  double at;           // when it frees memory: the offload's end, the R's start
 };
 
-// The schedule's offloads and recomputes, those that free nothing first, then by start.
+// The schedule's offloads and recomputes, those that free nothing first, then in time order.
 std::vector<Saving> savings_of(const Problem& problem, const Schedule& schedule) {
   OpTable<double> offload_end(problem, -1.0);
   for (const auto& actions : schedule.ranks) {
@@ -43,7 +43,7 @@ std::vector<Saving> savings_of(const Problem& problem, const Schedule& schedule)
   }
   std::sort(savings.begin(), savings.end(), [](const Saving& a, const Saving& b) {
     if (a.frees_nothing != b.frees_nothing) return a.frees_nothing;
-    return a.start < b.start;
+    return a.at < b.at;
   });
   return savings;
 }
