@@ -5,13 +5,11 @@
 
 #include <gtest/gtest.h>
 
-#include <algorithm>
+#include <utility>
 #include <chrono>
-#include <numeric>
 
 #include "compiler/simulator.h"
 #include "compiler/validator.h"
-#include "heuristics/classic.h"
 #include "heuristics/offload_placement.h"
 #include "tests/test_problems.h"
 
@@ -20,41 +18,18 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// R = 4, m = 4, a duplex link per rank, with 1F1B's order on rank 0 offloading every activation
-// after its F: microbatch 0's RELOAD listed right after its OFFLOAD (back as soon as it is gone),
-// the others' right before their backward. Memory is ample.
+using testing::count_ops;
+
+// R = 4, m = 4, memory ample, with rank 0 offloading every activation after its F and reloading
+// it right before its backward (testing::offloading_1f1b).
 struct OffloadingOrder {
   Problem problem;
   Order order;
 };
 OffloadingOrder offloading_order() {
-  OffloadingOrder result{testing::uniform_problem(4, 1, 4), {}};
-  Problem& p = result.problem;
-  std::vector<int> own_group(p.ranks);
-  std::iota(own_group.begin(), own_group.end(), 0);
-  p.offload = OffloadLink{1000, 1000, ChannelMode::kDuplex, own_group};
-  result.order = one_f_one_b_order(p);
-  std::vector<OpRef> with_transfers;
-  for (const OpRef& ref : result.order.ranks[0]) {
-    const OpRef reload{Op::kReload, ref.stage, ref.microbatch};
-    if (is_input_backward(ref.op) && ref.microbatch > 0) with_transfers.push_back(reload);
-    with_transfers.push_back(ref);
-    if (ref.op == Op::kForward) {
-      with_transfers.push_back({Op::kOffload, ref.stage, ref.microbatch});
-      if (ref.microbatch == 0) with_transfers.push_back(reload);
-    }
-  }
-  result.order.ranks[0] = with_transfers;
-  return result;
-}
-
-int count_ops(const Schedule& schedule, Op op) {
-  int n = 0;
-  for (const auto& actions : schedule.ranks) {
-    n += std::count_if(actions.begin(), actions.end(),
-                       [&](const Action& a) { return a.ref.op == op; });
-  }
-  return n;
+  Problem p = testing::uniform_problem(4, 1, 4);
+  const Order order = order_of(testing::offloading_1f1b(p));
+  return {std::move(p), order};
 }
 
 Clock::time_point in_a_minute() { return Clock::now() + std::chrono::minutes(1); }

@@ -25,6 +25,7 @@
 namespace optpipe {
 namespace {
 
+using testing::count_ops;
 using testing::exhaustive_optimum;
 using testing::run_generator;
 using testing::uniform_problem;
@@ -273,14 +274,6 @@ Problem tight_memory_problem(int moves) {
     }
   }
   return p;
-}
-
-int count_ops(const Schedule& schedule, Op op) {
-  int n = 0;
-  for (const auto& actions : schedule.ranks) {
-    for (const Action& a : actions) n += a.ref.op == op;
-  }
-  return n;
 }
 
 // The whole-order MILP alone (no list policies, no local search), which ends once CBC does.

@@ -141,6 +141,14 @@ bool has_action(const Schedule& schedule, Op op) {
   });
 }
 
+int count_ops(const Schedule& schedule, Op op) {
+  int n = 0;
+  for (const auto& actions : schedule.ranks) {
+    for (const Action& a : actions) n += a.ref.op == op;
+  }
+  return n;
+}
+
 std::vector<Schedule> schedule_and_a_kick(const Problem& problem, const Problem& roomy,
                                           const Order& order, const std::string& method,
                                           uint64_t seed) {

@@ -51,6 +51,8 @@ Problem at_own_peaks(const Problem& problem, const Schedule& schedule);
 
 // Whether `schedule` has some action of type `op` (an offload, a recompute, ...).
 bool has_action(const Schedule& schedule, Op op);
+// How many actions of type `op` `schedule` has.
+int count_ops(const Schedule& schedule, Op op);
 
 // `order` timed on `problem`, and, where the local search can start from it on `roomy` (the same
 // problem with room for anything), a random kick of it there: a schedule that may offload,
