@@ -482,6 +482,17 @@ Schedule simulate_within_budget(const Problem& problem, const Order& order,
   return Simulation(problem, order, nullptr, true).run(method);
 }
 
+double unchanged_before(const Order& order, const Schedule& timing, int rank, size_t position) {
+  const std::vector<OpRef>& refs = order.ranks[rank];
+  auto computes_before = std::count_if(refs.begin(), refs.begin() + position,
+                                       [](const OpRef& r) { return is_compute(r.op); });
+  if (computes_before == 0) return 0;
+  for (const Action& a : timing.ranks[rank]) {  // the computes_before-th compute op
+    if (is_compute(a.ref.op) && --computes_before == 0) return a.start;
+  }
+  return 0;
+}
+
 Schedule simulate_within_budget(const Problem& problem, const Order& order,
                                 const std::string& method, const Schedule& previous,
                                 const OrderRevision& revision) {

@@ -46,6 +46,12 @@ struct OrderRevision {
   size_t last = 0;
 };
 
+// Where a change to `rank`'s list of `order` from `position` on leaves `timing` (this function's
+// timing of `order`) as it was: before the start of the rank's last compute op listed ahead of
+// `position` (0 when there is none). Compute ops run in list order, and the transfers listed after
+// that op join the rank's queues when it starts, so what starts earlier does not see the change.
+double unchanged_before(const Order& order, const Schedule& timing, int rank, size_t position);
+
 // The same, re-using `previous`: this function's timing of the order `revision` describes the
 // change from. Throws Error when `previous` lists an early action that `order` does not reach by
 // then.

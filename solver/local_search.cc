@@ -113,7 +113,7 @@ bool LocalSearch::try_move(double limit, bool climbing) {
   }
   std::optional<Schedule> timing;
   if (changed) {
-    OrderRevision revision{unchanged_before(rank, changed->first)};
+    OrderRevision revision{unchanged_before(order_, schedule_, rank, changed->first)};
     if (changed->last) revision = {revision.unchanged_before, rank, changed->first, *changed->last};
     timing = valid_timing(*problem_, order_, &schedule_, revision, limit);
   }
@@ -131,21 +131,6 @@ bool LocalSearch::try_move(double limit, bool climbing) {
   forward_ends_ = ends;
   critical_.reset();
   return true;
-}
-
-double LocalSearch::unchanged_before(int rank, size_t position) const {
-  const std::vector<OpRef>& refs = order_.ranks[rank];
-  const auto computes_before = std::count_if(refs.begin(), refs.begin() + position,
-                                             [](const OpRef& r) { return is_compute(r.op); });
-  if (computes_before == 0) return 0;
-  // Compute ops run in list order: the last one before `position` is the rank's
-  // computes_before-th in the schedule. The transfers listed after it join the rank's queues
-  // when it starts, and from then on the memory fence counts the queued offloads.
-  auto seen = computes_before;
-  for (const Action& a : schedule_.ranks[rank]) {
-    if (is_compute(a.ref.op) && --seen == 0) return a.start;
-  }
-  return 0;
 }
 
 std::optional<CriticalPair> LocalSearch::random_critical_pair() {

@@ -58,11 +58,6 @@ class LocalSearch {
   // Lists `pair.after` right before `pair.before`: the critical op goes first.
   std::optional<ListChange> reorder(std::vector<OpRef>& refs, const CriticalPair& pair);
   std::optional<ListChange> toggle_activation(std::vector<OpRef>& refs);
-  // From when the actions a move changed from `position` of the rank's list on can change the
-  // timing: the start of the rank's last compute op before it, when the transfers listed after
-  // that op are queued (an allocation's wait for memory depends on the offloads queued). Everything
-  // that starts earlier is timed as before the move, so the simulator re-uses it.
-  double unchanged_before(int rank, size_t position) const;
   // A pair of compute ops on the critical path of the current schedule, if it has one.
   std::optional<CriticalPair> random_critical_pair();
 

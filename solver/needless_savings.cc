@@ -1,9 +1,12 @@
 #include "solver/needless_savings.h"
 
 #include <algorithm>
+#include <limits>
+#include <span>
 #include <vector>
 
 #include "compiler/errors.h"
+#include "compiler/memory_timeline.h"
 #include "compiler/op_table.h"
 #include "compiler/simulator.h"
 #include "compiler/validator.h"
@@ -19,11 +22,13 @@ constexpr double kTolerance = 1e-9;
 // An activation the schedule offloads (`ref` is its OFFLOAD) or recomputes (its R).
 struct Saving {
   OpRef ref;
-  bool frees_nothing;  // an offload whose reload starts as soon as it ends
-  double at;           // when it frees memory: the offload's end, the R's start
+  double frees_from;   // when it frees memory: the offload's end, the R's start
+  double frees_until;  // the reload's start; for an R, its start too
+  bool frees_nothing() const { return frees_until <= frees_from; }
 };
 
-// The schedule's offloads and recomputes, those that free nothing first, then in time order.
+// The schedule's offloads and recomputes, those that free nothing first (a reload that starts as
+// soon as its offload ends), then in time order.
 std::vector<Saving> savings_of(const Problem& problem, const Schedule& schedule) {
   OpTable<double> offload_end(problem, -1.0);
   for (const auto& actions : schedule.ranks) {
@@ -34,61 +39,151 @@ std::vector<Saving> savings_of(const Problem& problem, const Schedule& schedule)
   std::vector<Saving> savings;
   for (const auto& actions : schedule.ranks) {
     for (const Action& a : actions) {
-      if (a.ref.op == Op::kRecompute) savings.push_back({a.ref, false, a.start});
+      if (a.ref.op == Op::kRecompute) savings.push_back({a.ref, a.start, a.start});
       if (a.ref.op != Op::kReload) continue;
       const OpRef offload{Op::kOffload, a.ref.stage, a.ref.microbatch};
       const double end = offload_end[offload];
-      if (end >= 0) savings.push_back({offload, a.start <= end, end});
+      if (end >= 0) savings.push_back({offload, end, std::max(end, a.start)});
     }
   }
   std::sort(savings.begin(), savings.end(), [](const Saving& a, const Saving& b) {
-    if (a.frees_nothing != b.frees_nothing) return a.frees_nothing;
-    return a.at < b.at;
+    if (a.frees_nothing() != b.frees_nothing()) return a.frees_nothing();
+    return a.frees_from < b.frees_from;
   });
   return savings;
 }
 
-// `order` with the activation of `saving` kept: without its OFFLOAD and RELOAD, or its R.
-Order without(Order order, const Problem& problem, const OpRef& saving) {
-  const OpRef reload{Op::kReload, saving.stage, saving.microbatch};
-  std::erase_if(order.ranks[problem.rank_of_stage[saving.stage]], [&](const OpRef& r) {
-    return r == saving || (saving.op == Op::kOffload && r == reload);
-  });
-  return order;
+// `savings` with the offloads that the schedule, timed as it is, has room to keep moved to the
+// front: in turn, each whose bytes fit under its rank's budget from its offload's end to its
+// reload's start, with those taken before it kept as well. Their number. Dropped together they
+// most often leave the timing as it was, so one timing can settle them all.
+size_t room_first(const Problem& problem, const Schedule& schedule, std::vector<Saving>& savings) {
+  std::vector<std::vector<MemoryStep>> timelines;
+  for (const auto& actions : schedule.ranks) timelines.push_back(memory_timeline(problem, actions));
+  const auto has_room = [&](const Saving& saving) {
+    if (saving.ref.op != Op::kOffload) return false;
+    const int rank = problem.rank_of_stage[saving.ref.stage];
+    const int64_t bytes = problem.stages[saving.ref.stage].offloadable_bytes;
+    std::vector<MemoryStep>& steps = timelines[rank];
+    const auto at_or_after = [&](double t) {
+      return std::lower_bound(steps.begin(), steps.end(), t,
+                              [](const MemoryStep& s, double time) { return s.time < time; });
+    };
+    const auto from = at_or_after(saving.frees_from);
+    const auto until = at_or_after(saving.frees_until);
+    const int64_t limit = problem.activation_budget(rank) - bytes;
+    if (std::any_of(from, until, [&](const MemoryStep& s) { return s.live_bytes > limit; })) {
+      return false;
+    }
+    for (auto step = from; step != until; ++step) step->live_bytes += bytes;
+    return true;
+  };
+  std::vector<Saving> with_room;
+  std::vector<Saving> rest;
+  for (const Saving& saving : savings) (has_room(saving) ? with_room : rest).push_back(saving);
+  const size_t count = with_room.size();
+  with_room.insert(with_room.end(), rest.begin(), rest.end());
+  savings = std::move(with_room);
+  return count;
 }
 
-// `order` timed, when the schedule is valid and ends by `makespan`.
-std::optional<Schedule> no_slower_timing(const Problem& problem, const Order& order,
-                                         double makespan) {
-  try {
-    Schedule schedule = simulate_within_budget(problem, order, "milp");
-    if (makespan_of(schedule) > makespan + kTolerance || validate(problem, schedule)) {
-      return std::nullopt;
-    }
-    return schedule;
-  } catch (const Error&) {
-    return std::nullopt;  // ranks that would wait on each other
-  }
+// Where a saving's removal first changes its rank's list: at the activation's F (its memory
+// changes with a recompute), or at one of its transfers listed earlier.
+size_t first_change(const std::vector<OpRef>& refs, const OpRef& saving) {
+  const OpRef reload{Op::kReload, saving.stage, saving.microbatch};
+  const OpRef forward{Op::kForward, saving.stage, saving.microbatch};
+  const auto it = std::find_if(refs.begin(), refs.end(), [&](const OpRef& r) {
+    return r == forward || r == saving || (saving.op == Op::kOffload && r == reload);
+  });
+  return it - refs.begin();
 }
+
+// Drops savings from an order while its timing stays within the budget and no slower.
+class Pruning {
+ public:
+  Pruning(const Problem& problem, const Order& order, const Schedule& schedule,
+          std::chrono::steady_clock::time_point deadline)
+      : problem_(problem),
+        makespan_(makespan_of(schedule)),
+        deadline_(deadline),
+        pruned_{order, simulate_within_budget(problem, order, "milp")} {}
+
+  // All of `savings` at once where the order without them is no slower; else each half in turn,
+  // down to single ones: a group of n with k needed costs about k log n timings, not n.
+  void drop(std::span<const Saving> savings) {
+    if (savings.empty() || std::chrono::steady_clock::now() >= deadline_) return;
+    if (drop_all(savings) || savings.size() == 1) return;
+    const size_t half = savings.size() / 2;
+    drop(savings.first(half));
+    drop(savings.subspan(half));
+  }
+
+  // The pruned order, validated whole; nullopt where nothing went.
+  std::optional<PrunedOrder> result() && {
+    if (pruned_.offloads_dropped + pruned_.recomputes_dropped == 0) return std::nullopt;
+    if (validate(problem_, pruned_.schedule)) return std::nullopt;
+    return std::move(pruned_);
+  }
+
+ private:
+  bool drop_all(std::span<const Saving> savings) {
+    Order order = pruned_.order;
+    OrderRevision revision{std::numeric_limits<double>::infinity()};
+    for (const Saving& saving : savings) {
+      const int rank = problem_.rank_of_stage[saving.ref.stage];
+      const size_t first = first_change(pruned_.order.ranks[rank], saving.ref);
+      revision.unchanged_before = std::min(
+          revision.unchanged_before, unchanged_before(pruned_.order, pruned_.schedule, rank, first));
+      const OpRef reload{Op::kReload, saving.ref.stage, saving.ref.microbatch};
+      std::erase_if(order.ranks[rank], [&](const OpRef& r) {
+        return r == saving.ref || (saving.ref.op == Op::kOffload && r == reload);
+      });
+    }
+    std::optional<Schedule> timing = no_slower_timing(order, revision);
+    if (!timing) return false;
+    pruned_.order = std::move(order);
+    pruned_.schedule = std::move(*timing);
+    makespan_ = makespan_of(pruned_.schedule);  // an R dropped may have shortened it
+    for (const Saving& saving : savings) {
+      ++(saving.ref.op == Op::kOffload ? pruned_.offloads_dropped : pruned_.recomputes_dropped);
+    }
+    return true;
+  }
+
+  // `order` timed from the pruned one's timing, when it fits the budget and is no slower.
+  // Dropping keeps every other op listed once, and the simulator meets dependencies and one op at
+  // a time by construction, so only memory is checked here; result() validates the whole.
+  std::optional<Schedule> no_slower_timing(const Order& order, const OrderRevision& revision) {
+    try {
+      std::optional<Schedule> schedule =
+          simulate_within_budget(problem_, order, "milp", pruned_.schedule, revision, makespan_);
+      if (!schedule || makespan_of(*schedule) > makespan_ + kTolerance ||
+          validate_memory(problem_, *schedule)) {
+        return std::nullopt;
+      }
+      return schedule;
+    } catch (const Error&) {
+      return std::nullopt;  // ranks that would wait on each other
+    }
+  }
+
+  const Problem& problem_;
+  double makespan_;  // of the pruned order: each drop is no slower than the order before it
+  const std::chrono::steady_clock::time_point deadline_;
+  PrunedOrder pruned_;
+};
 
 }  // namespace
 
 std::optional<PrunedOrder> without_needless_savings(
     const Problem& problem, const Order& order, const Schedule& schedule,
     std::chrono::steady_clock::time_point deadline) {
-  const double makespan = makespan_of(schedule);
-  std::optional<PrunedOrder> pruned;
-  for (const Saving& saving : savings_of(problem, schedule)) {
-    if (std::chrono::steady_clock::now() >= deadline) break;
-    Order dropped = without(pruned ? pruned->order : order, problem, saving.ref);
-    std::optional<Schedule> timing = no_slower_timing(problem, dropped, makespan);
-    if (!timing) continue;
-    if (!pruned) pruned = PrunedOrder{};
-    pruned->order = std::move(dropped);
-    pruned->schedule = std::move(*timing);
-    ++(saving.ref.op == Op::kOffload ? pruned->offloads_dropped : pruned->recomputes_dropped);
-  }
-  return pruned;
+  std::vector<Saving> savings = savings_of(problem, schedule);
+  const size_t with_room = room_first(problem, schedule, savings);
+  Pruning pruning(problem, order, schedule, deadline);
+  pruning.drop(std::span(savings).first(with_room));
+  for (size_t i = with_room; i < savings.size(); ++i) pruning.drop(std::span(savings).subspan(i, 1));
+  return std::move(pruning).result();
 }
 
 }  // namespace optpipe

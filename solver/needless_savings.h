@@ -21,9 +21,10 @@ struct PrunedOrder {
 };
 
 // `order`, timed as `schedule`, without the offloads (with their reloads) and recomputes it does
-// not need: each in turn, wherever the order without it times to a valid schedule no slower than
-// `schedule`, until `deadline`. Offloads whose reload starts as soon as they end go first: they free
-// no memory at all. nullopt where none can go.
+// not need: wherever the order without them times to a valid schedule no slower, until
+// `deadline`. First the offloads that `schedule` has room to keep under the budget (those whose
+// reload starts as soon as they end first: they free no memory at all), all at once where that
+// holds, else each half in turn; then each of the others. nullopt where none can go.
 std::optional<PrunedOrder> without_needless_savings(
     const Problem& problem, const Order& order, const Schedule& schedule,
     std::chrono::steady_clock::time_point deadline);

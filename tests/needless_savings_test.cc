@@ -63,6 +63,26 @@ TEST(NeedlessSavings, KeepsTheOffloadsTheBudgetNeeds) {
   EXPECT_LE(makespan_of(result), makespan_of(schedule) + 1e-9);
 }
 
+// The budget is the peak of the order that offloads microbatch 1 alone; the order that offloads
+// all four runs within it as well. The other three offloads go, microbatch 1's stays.
+TEST(NeedlessSavings, DropsOnlyTheOffloadsTheBudgetDoesWithout) {
+  const auto [roomy, order] = offloading_order();
+  Order one = order;
+  std::erase_if(one.ranks[0], [](const OpRef& r) {
+    return (r.op == Op::kOffload || r.op == Op::kReload) && r.microbatch != 1;
+  });
+  const Problem p = testing::at_own_peaks(roomy, simulate(roomy, one, "offloading"));
+  const Schedule schedule = simulate_within_budget(p, order, "offloading");
+  ASSERT_FALSE(validate(p, schedule));
+  const std::optional<PrunedOrder> pruned =
+      without_needless_savings(p, order, schedule, in_a_minute());
+  ASSERT_TRUE(pruned);
+  EXPECT_EQ(pruned->offloads_dropped, 3);
+  EXPECT_EQ(pruned->order.ranks[0], one.ranks[0]);
+  EXPECT_FALSE(validate(p, pruned->schedule));
+  EXPECT_LE(makespan_of(pruned->schedule), makespan_of(schedule) + 1e-9);
+}
+
 TEST(NeedlessSavings, DropsRecomputesWhereMemoryIsAmple) {
   Problem p = testing::uniform_problem(3, 1, 4);
   const Schedule schedule = testing::recomputing_1f1b(p, 100);
