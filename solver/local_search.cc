@@ -4,11 +4,11 @@
 #include <limits>
 #include <utility>
 
-#include "compiler/errors.h"
 #include "compiler/simulator.h"
 #include "compiler/validator.h"
 #include "heuristics/offload_placement.h"
 #include "solver/critical_path.h"
+#include "solver/timing_within_budget.h"
 
 namespace optpipe {
 
@@ -28,26 +28,6 @@ constexpr int kMaxReloadLead = 4;
 // shortens the optimiser's schedules by 2-6% at 10 s (docs/solver.md).
 constexpr double kShiftShare = 0.25;
 constexpr int kMaxShift = 8;
-
-// The order timed by the simulator, allocations waiting for offloads, when it is free of deadlock
-// and within the budget. With `previous`, what the revision leaves as it was is taken from it, and
-// the timing is abandoned (nullopt) once it is sure to end after `limit`.
-// Moves keep every op of a complete order listed once, and the simulator meets dependencies and
-// one op at a time by construction, so only memory needs checking.
-std::optional<Schedule> valid_timing(const Problem& problem, const Order& order,
-                                     const Schedule* previous = nullptr,
-                                     const OrderRevision& revision = {},
-                                     double limit = std::numeric_limits<double>::infinity()) {
-  try {
-    std::optional<Schedule> schedule =
-        previous ? simulate_within_budget(problem, order, "milp", *previous, revision, limit)
-                 : simulate_within_budget(problem, order, "milp");
-    if (!schedule || validate_memory(problem, *schedule)) return std::nullopt;
-    return schedule;
-  } catch (const Error&) {
-    return std::nullopt;  // a move that makes ranks wait on each other
-  }
-}
 
 // What the climb minimises among orders of the same makespan where no stage can recompute: the sum
 // of the forwards' ends. A walk across a plateau then runs forwards no later, which fills the
@@ -72,7 +52,7 @@ size_t position_of(const std::vector<OpRef>& refs, Op op, int stage, int mb) {
 }  // namespace
 
 std::optional<LocalSearch> LocalSearch::from(const Problem& problem, Order start, uint64_t seed) {
-  std::optional<Schedule> schedule = valid_timing(problem, start);
+  std::optional<Schedule> schedule = timing_within_budget(problem, start);
   if (!schedule || validate(problem, *schedule)) return std::nullopt;
   return LocalSearch(problem, std::move(start), std::move(*schedule), seed);
 }
@@ -115,7 +95,7 @@ bool LocalSearch::try_move(double limit, bool climbing) {
   if (changed) {
     OrderRevision revision{unchanged_before(order_, schedule_, rank, changed->first)};
     if (changed->last) revision = {revision.unchanged_before, rank, changed->first, *changed->last};
-    timing = valid_timing(*problem_, order_, &schedule_, revision, limit);
+    timing = timing_within_budget(*problem_, order_, &schedule_, revision, limit);
   }
   const bool fits = timing && makespan_of(*timing) <= limit + kTolerance;
   const double ends = fits && early_forwards_ ? forward_ends(*timing) : 0;

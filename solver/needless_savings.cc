@@ -3,14 +3,15 @@
 #include <algorithm>
 #include <limits>
 #include <span>
+#include <utility>
 #include <vector>
 
-#include "compiler/errors.h"
 #include "compiler/memory_timeline.h"
 #include "compiler/op_table.h"
 #include "compiler/simulator.h"
 #include "compiler/validator.h"
 #include "heuristics/offload_placement.h"
+#include "solver/timing_within_budget.h"
 
 namespace optpipe {
 
@@ -101,12 +102,13 @@ size_t first_change(const std::vector<OpRef>& refs, const OpRef& saving) {
 // Drops savings from an order while its timing stays within the budget and no slower.
 class Pruning {
  public:
-  Pruning(const Problem& problem, const Order& order, const Schedule& schedule,
+  // `timing`: the order's own, by timing_within_budget(); `makespan`: the one not to exceed.
+  Pruning(const Problem& problem, const Order& order, Schedule timing, double makespan,
           std::chrono::steady_clock::time_point deadline)
       : problem_(problem),
-        makespan_(makespan_of(schedule)),
+        makespan_(makespan),
         deadline_(deadline),
-        pruned_{order, simulate_within_budget(problem, order, "milp")} {}
+        pruned_{order, std::move(timing)} {}
 
   // All of `savings` at once where the order without them is no slower; else each half in turn,
   // down to single ones: a group of n with k needed costs about k log n timings, not n.
@@ -139,8 +141,9 @@ class Pruning {
         return r == saving.ref || (saving.ref.op == Op::kOffload && r == reload);
       });
     }
-    std::optional<Schedule> timing = no_slower_timing(order, revision);
-    if (!timing) return false;
+    std::optional<Schedule> timing =
+        timing_within_budget(problem_, order, &pruned_.schedule, revision, makespan_);
+    if (!timing || makespan_of(*timing) > makespan_ + kTolerance) return false;
     pruned_.order = std::move(order);
     pruned_.schedule = std::move(*timing);
     makespan_ = makespan_of(pruned_.schedule);  // an R dropped may have shortened it
@@ -148,23 +151,6 @@ class Pruning {
       ++(saving.ref.op == Op::kOffload ? pruned_.offloads_dropped : pruned_.recomputes_dropped);
     }
     return true;
-  }
-
-  // `order` timed from the pruned one's timing, when it fits the budget and is no slower.
-  // Dropping keeps every other op listed once, and the simulator meets dependencies and one op at
-  // a time by construction, so only memory is checked here; result() validates the whole.
-  std::optional<Schedule> no_slower_timing(const Order& order, const OrderRevision& revision) {
-    try {
-      std::optional<Schedule> schedule =
-          simulate_within_budget(problem_, order, "milp", pruned_.schedule, revision, makespan_);
-      if (!schedule || makespan_of(*schedule) > makespan_ + kTolerance ||
-          validate_memory(problem_, *schedule)) {
-        return std::nullopt;
-      }
-      return schedule;
-    } catch (const Error&) {
-      return std::nullopt;  // ranks that would wait on each other
-    }
   }
 
   const Problem& problem_;
@@ -180,7 +166,9 @@ std::optional<PrunedOrder> without_needless_savings(
     std::chrono::steady_clock::time_point deadline) {
   std::vector<Saving> savings = savings_of(problem, schedule);
   const size_t with_room = room_first(problem, schedule, savings);
-  Pruning pruning(problem, order, schedule, deadline);
+  std::optional<Schedule> timing = timing_within_budget(problem, order);
+  if (!timing) return std::nullopt;
+  Pruning pruning(problem, order, std::move(*timing), makespan_of(schedule), deadline);
   pruning.drop(std::span(savings).first(with_room));
   for (size_t i = with_room; i < savings.size(); ++i) pruning.drop(std::span(savings).subspan(i, 1));
   return std::move(pruning).result();
