@@ -124,7 +124,7 @@ class Search {
       if (options_.on_progress) ticker = std::jthread([this](std::stop_token stop) { tick(stop); });
       search();
     }  // the ticker has stopped
-    if (improved_ && !interrupted()) drop_needless_savings();
+    if (!interrupted()) drop_needless_savings();
     return finish();
   }
 
@@ -342,15 +342,18 @@ class Search {
   }
 
   // The search keeps offloads and recomputes wherever dropping them does not shorten the
-  // makespan; the schedule handed back runs without those it does not need, no slower
-  // (solver/needless_savings.h).
+  // makespan, and a seed kept may carry some its budget does without; the schedule handed back
+  // runs without those it does not need, no slower (solver/needless_savings.h).
   void drop_needless_savings() {
+    if (!moves_activations(best_)) return;
     const double seconds =
         std::min(kPruneShare * options_.time_limit_seconds, kPruneCapSeconds);
     const auto deadline = std::chrono::steady_clock::now() +
                           std::chrono::duration_cast<std::chrono::steady_clock::duration>(
                               std::chrono::duration<double>(seconds));
-    std::optional<PrunedOrder> pruned = without_needless_savings(problem_, order_, best_, deadline);
+    // order_ is the search's best order; a kept seed's is read off its schedule, in its own form.
+    const Order order = improved_ ? order_ : order_of(best_);
+    std::optional<PrunedOrder> pruned = without_needless_savings(problem_, order, best_, deadline);
     if (!pruned) return;
     best_ = std::move(pruned->schedule);
     best_makespan_ = makespan_of(best_);  // no slower, perhaps faster

@@ -257,6 +257,24 @@ TEST(Optimizer, TakesTheCallersLowerBound) {
   EXPECT_EQ(makespan_of(result.schedule), makespan);
 }
 
+// A seed that meets the bound is kept, but not its offloads where memory is ample: the schedule
+// handed back runs without them, as fast.
+TEST(Optimizer, AKeptSeedGoesWithoutTheOffloadsItDoesNotNeed) {
+  Problem p = uniform_problem(4, 1, 4);
+  const Schedule seed = testing::offloading_1f1b(p);
+  ASSERT_FALSE(validate(p, seed));
+  const double makespan = makespan_of(seed);
+  const OptimizeResult result = optimize(
+      p, seed,
+      {.time_limit_seconds = 30, .lower_bound = LowerBound{makespan, BoundSource::kSolver}},
+      nullptr);
+  EXPECT_EQ(result.stats.status, "optimal");
+  EXPECT_EQ(result.stats.offloads_dropped, p.microbatches);
+  EXPECT_EQ(count_ops(result.schedule, Op::kOffload), 0);
+  EXPECT_FALSE(validate(p, result.schedule));
+  EXPECT_LE(makespan_of(result.schedule), makespan + 1e-9);
+}
+
 // Two ranks, three microbatches, room for one and a half activations per rank: a host link that
 // moves one activation in the time of one F, and a recompute as long as an F that keeps a
 // quarter of the activation.

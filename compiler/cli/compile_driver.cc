@@ -175,7 +175,9 @@ CompileResult compile(const Problem& problem, const CompileOptions& options) {
     const LowerBound solver_bound{optimized.stats.bound, BoundSource::kSolver};
     raise_lower_bound(milp.metrics, solver_bound);
     raise_lower_bound(result.best.metrics, solver_bound);
-    if (method == "milp" || milp.metrics.makespan < result.best.metrics.makespan) {
+    // A seed without the offloads or recomputes it did not need is as fast and moves less.
+    const bool pruned = optimized.stats.offloads_dropped + optimized.stats.recomputes_dropped > 0;
+    if (method == "milp" || pruned || milp.metrics.makespan < result.best.metrics.makespan) {
       result.best = milp;
       result.ranking.insert(result.ranking.begin(), milp);
     }
