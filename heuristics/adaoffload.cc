@@ -20,6 +20,7 @@
 #include "compiler/simulator.h"
 #include "heuristics/list_scheduler.h"
 #include "heuristics/memory_policies.h"
+#include "heuristics/needless_savings.h"
 #include "heuristics/offload_generators.h"
 #include "heuristics/offload_orders.h"
 #include "heuristics/planned_offload.h"
@@ -30,6 +31,9 @@ namespace optpipe {
 namespace {
 
 constexpr const char* kMethod = "adaoffload";
+// Timings that dropping needless offloads and recomputes may take: those the schedule has room to
+// keep go in a few, the others one per timing, earliest first.
+constexpr size_t kPruneTimings = 32;
 
 // Warm-ups for one chunk per rank that keep `first_in_flight` microbatches in flight on stage 0
 // and proportionally fewer downstream: stage s holds ceil(c (S-s) / S). c = S is 1F1B; a smaller
@@ -268,6 +272,18 @@ void search_recomputing_lists(const Problem& problem, Search& search) {
   }
 }
 
+// The best order without the offloads and recomputes it does not need, where it stays as fast
+// (heuristics/needless_savings.h): the lists offload eagerly, and fitting recomputes where the
+// link is slow. A copy left out also leaves its channel to the others, so the order may end
+// sooner. At most kPruneTimings timings, so that the result is the same on any machine.
+OffloadedSchedule trimmed(const Problem& problem, OffloadedSchedule best) {
+  if (!best.fits()) return best;
+  std::optional<PrunedOrder> pruned =
+      without_needless_savings(problem, best.order, best.schedule, {.max_timings = kPruneTimings});
+  if (!pruned) return best;
+  return time_with_simulator(problem, std::move(pruned->order), kMethod);
+}
+
 // The best order found, timed by the simulator.
 OffloadedSchedule adaoffload_search(const Problem& problem) {
   Search search(problem);
@@ -297,7 +313,7 @@ OffloadedSchedule adaoffload_search(const Problem& problem) {
   if (problem.any_stage_can_recompute()) search_recomputing_lists(problem, search);
   // One microbatch at a time: the leanest order, which never deadlocks.
   if (!search.found_fit()) search.consider(microbatch_serial_order(problem, true));
-  return search.take();
+  return trimmed(problem, search.take());
 }
 
 }  // namespace

@@ -8,7 +8,7 @@
 #include "compiler/validator.h"
 #include "heuristics/offload_placement.h"
 #include "solver/critical_path.h"
-#include "solver/timing_within_budget.h"
+#include "heuristics/timing_within_budget.h"
 
 namespace optpipe {
 

@@ -24,7 +24,7 @@
 #include "solver/cbc_backend.h"
 #include "solver/local_search.h"
 #include "solver/microbatch_order.h"
-#include "solver/needless_savings.h"
+#include "heuristics/needless_savings.h"
 #include "solver/order_model.h"
 #include "solver/segment.h"
 
@@ -343,7 +343,7 @@ class Search {
 
   // The search keeps offloads and recomputes wherever dropping them does not shorten the
   // makespan, and a seed kept may carry some its budget does without; the schedule handed back
-  // runs without those it does not need, no slower (solver/needless_savings.h).
+  // runs without those it does not need, no slower (heuristics/needless_savings.h).
   void drop_needless_savings() {
     if (!moves_activations(best_)) return;
     const double seconds =
@@ -353,7 +353,7 @@ class Search {
                               std::chrono::duration<double>(seconds));
     // order_ is the search's best order; a kept seed's is read off its schedule, in its own form.
     const Order order = improved_ ? order_ : order_of(best_);
-    std::optional<PrunedOrder> pruned = without_needless_savings(problem_, order, best_, deadline);
+    std::optional<PrunedOrder> pruned = without_needless_savings(problem_, order, best_, {.deadline = deadline});
     if (!pruned) return;
     best_ = std::move(pruned->schedule);
     best_makespan_ = makespan_of(best_);  // no slower, perhaps faster

@@ -48,34 +48,6 @@ TEST_F(CliTest, SummaryJsonOnStdoutIsParseableAndComplete) {
   EXPECT_NE(r.err.find("makespan"), std::string::npos);  // the table moved to stderr
 }
 
-// On gpt-16rank AdaOffload's schedule meets the bound, so the optimiser keeps it, but not the
-// offloads that rank 0's budget does without: the schedule written has fewer, at the same makespan.
-TEST_F(CliTest, AnOptimalSeedIsWrittenWithoutTheOffloadsItDidNotNeed) {
-  auto offloads = [](const std::string& file) {
-    const auto schedule = nlohmann::json::parse(std::ifstream(file));
-    int count = 0;
-    for (const auto& rank : schedule["ranks"]) {
-      for (const auto& action : rank["actions"]) count += action["op"] == "OFFLOAD";
-    }
-    return count;
-  };
-  const std::string profile = example("gpt-16rank.json");
-  const CommandResult seed = run("optpipe-compile", profile + " --method adaoffload -o " +
-                                                        path("seed.json") + " --summary-json -");
-  ASSERT_EQ(seed.exit_code, 0) << seed.err;
-  const CommandResult r =
-      run("optpipe-compile", profile + " -o " + path("s.json") + " --summary-json -");
-  ASSERT_EQ(r.exit_code, 0) << r.err;
-  const auto summary = nlohmann::json::parse(r.out);
-  EXPECT_EQ(summary["solver"]["status"], "optimal");
-  const int dropped = summary["solver"]["offloads_dropped"].get<int>();
-  EXPECT_GT(dropped, 0);
-  EXPECT_EQ(offloads(path("s.json")), offloads(path("seed.json")) - dropped);
-  EXPECT_EQ(summary["makespan"], nlohmann::json::parse(seed.out)["makespan"]);
-  const CommandResult check = run("optpipe", "validate " + profile + " " + path("s.json"));
-  EXPECT_EQ(check.exit_code, 0) << check.err;
-}
-
 TEST_F(CliTest, BadProfileExitsTwoWithOneLineNamingTheField) {
   std::string text = slurp(example("gpt-4rank.json"));
   const auto at = text.find("\"microbatches\"");

@@ -1,7 +1,7 @@
 // Offloads and recomputes a schedule does not need: where memory is ample every one goes, the
 // schedule staying valid and no slower; where the budget needs some, they stay; nothing is tried
 // once the deadline has passed.
-#include "solver/needless_savings.h"
+#include "heuristics/needless_savings.h"
 
 #include <gtest/gtest.h>
 
@@ -39,7 +39,7 @@ TEST(NeedlessSavings, DropsEveryOffloadWhereMemoryIsAmple) {
   const Schedule schedule = simulate_within_budget(p, order, "offloading");
   ASSERT_FALSE(validate(p, schedule));
   const std::optional<PrunedOrder> pruned =
-      without_needless_savings(p, order, schedule, in_a_minute());
+      without_needless_savings(p, order, schedule, {.deadline = in_a_minute()});
   ASSERT_TRUE(pruned);
   EXPECT_EQ(pruned->offloads_dropped, p.microbatches);
   EXPECT_EQ(pruned->recomputes_dropped, 0);
@@ -56,7 +56,7 @@ TEST(NeedlessSavings, KeepsTheOffloadsTheBudgetNeeds) {
   const Schedule schedule = simulate_within_budget(p, order, "offloading");
   ASSERT_FALSE(validate(p, schedule));
   const std::optional<PrunedOrder> pruned =
-      without_needless_savings(p, order, schedule, in_a_minute());
+      without_needless_savings(p, order, schedule, {.deadline = in_a_minute()});
   const Schedule& result = pruned ? pruned->schedule : schedule;
   EXPECT_GT(count_ops(result, Op::kOffload), 0);
   EXPECT_FALSE(validate(p, result));
@@ -75,7 +75,7 @@ TEST(NeedlessSavings, DropsOnlyTheOffloadsTheBudgetDoesWithout) {
   const Schedule schedule = simulate_within_budget(p, order, "offloading");
   ASSERT_FALSE(validate(p, schedule));
   const std::optional<PrunedOrder> pruned =
-      without_needless_savings(p, order, schedule, in_a_minute());
+      without_needless_savings(p, order, schedule, {.deadline = in_a_minute()});
   ASSERT_TRUE(pruned);
   EXPECT_EQ(pruned->offloads_dropped, 3);
   EXPECT_EQ(pruned->order.ranks[0], one.ranks[0]);
@@ -89,7 +89,7 @@ TEST(NeedlessSavings, DropsRecomputesWhereMemoryIsAmple) {
   const Order order = order_of(schedule);
   ASSERT_FALSE(validate(p, schedule));
   const std::optional<PrunedOrder> pruned =
-      without_needless_savings(p, order, schedule, in_a_minute());
+      without_needless_savings(p, order, schedule, {.deadline = in_a_minute()});
   ASSERT_TRUE(pruned);
   EXPECT_EQ(pruned->recomputes_dropped, count_ops(schedule, Op::kRecompute));
   EXPECT_EQ(count_ops(pruned->schedule, Op::kRecompute), 0);
@@ -101,7 +101,7 @@ TEST(NeedlessSavings, DropsRecomputesWhereMemoryIsAmple) {
 TEST(NeedlessSavings, TriesNothingOnceTheDeadlineHasPassed) {
   const auto [p, order] = offloading_order();
   const Schedule schedule = simulate_within_budget(p, order, "offloading");
-  EXPECT_FALSE(without_needless_savings(p, order, schedule, Clock::now()));
+  EXPECT_FALSE(without_needless_savings(p, order, schedule, {.deadline = Clock::now()}));
 }
 
 }  // namespace

@@ -12,6 +12,8 @@
 #include "compiler/simulator.h"
 #include "compiler/validator.h"
 #include "heuristics/classic.h"
+#include "heuristics/offload_placement.h"
+#include "heuristics/timing_within_budget.h"
 #include "heuristics/offload_orders.h"
 #include "heuristics/registry.h"
 #include "tests/test_problems.h"
@@ -145,6 +147,54 @@ TEST(OffloadGenerators, AdaOffloadValidatesWithRecomputeOnRandomTightProblems) {
   }
   std::printf("%d of %d recompute\n", recomputing, OFFLOAD_TRIALS);
   EXPECT_GT(recomputing, OFFLOAD_TRIALS / 6);  // measured: 18 of 60
+}
+
+// Whether `schedule`, timed from `order`, needs each of its offloads and recomputes: without any
+// one of them (an offload with its reload), the order is slower, over budget or deadlocked.
+bool needs_each_saving(const Problem& problem, const Order& order, const Schedule& schedule) {
+  for (int r = 0; r < problem.ranks; ++r) {
+    for (const OpRef& saving : order.ranks[r]) {
+      if (saving.op != Op::kOffload && saving.op != Op::kRecompute) continue;
+      Order without = order;
+      std::erase_if(without.ranks[r], [&](const OpRef& ref) {
+        return ref == saving ||
+               (saving.op == Op::kOffload && ref == OpRef{Op::kReload, saving.stage,
+                                                          saving.microbatch});
+      });
+      const std::optional<Schedule> timing = timing_within_budget(problem, without);
+      if (timing && makespan_of(*timing) <= makespan_of(schedule) + 1e-9 &&
+          !validate(problem, *timing)) {
+        return false;
+      }
+    }
+  }
+  return true;
+}
+
+// AdaOffload's lists offload eagerly; what it hands back carries no offload or recompute it can
+// do without (heuristics/needless_savings.h), on problems where it has few enough for its
+// timings to try them all.
+TEST(OffloadGenerators, AdaOffloadKeepsOnlyTheOffloadsAndRecomputesItNeeds) {
+  std::mt19937 rng(20261129);
+  int checked = 0;
+  for (int trial = 0; trial < OFFLOAD_TRIALS; ++trial) {
+    Problem problem = tight_problem(rng, std::uniform_real_distribution<double>(0.3, 1.0)(rng));
+    if (trial % 2) {
+      for (StageCosts& c : problem.stages) {
+        c.checkpoint_bytes = c.activation_bytes / 8;
+        c.recompute_forward = c.forward;
+      }
+    }
+    SCOPED_TRACE(describe_problem(problem, trial));
+    const OffloadedSchedule ada = adaoffload_schedule(problem);
+    ASSERT_TRUE(ada.fits());
+    const int savings = count_ops(ada.order, Op::kOffload) + count_ops(ada.order, Op::kRecompute);
+    if (savings == 0 || savings > 16) continue;
+    ++checked;
+    EXPECT_TRUE(needs_each_saving(problem, ada.order, ada.schedule));
+  }
+  std::printf("%d of %d checked\n", checked, OFFLOAD_TRIALS);
+  EXPECT_GT(checked, OFFLOAD_TRIALS / 6);
 }
 
 TEST(OffloadGenerators, AdaOffloadOffloadsNothingWithAmpleMemory) {

@@ -1,4 +1,4 @@
-#include "solver/needless_savings.h"
+#include "heuristics/needless_savings.h"
 
 #include <algorithm>
 #include <limits>
@@ -11,7 +11,7 @@
 #include "compiler/simulator.h"
 #include "compiler/validator.h"
 #include "heuristics/offload_placement.h"
-#include "solver/timing_within_budget.h"
+#include "heuristics/timing_within_budget.h"
 
 namespace optpipe {
 
@@ -104,25 +104,36 @@ class Pruning {
  public:
   // `timing`: the order's own, by timing_within_budget(); `makespan`: the one not to exceed.
   Pruning(const Problem& problem, const Order& order, Schedule timing, double makespan,
-          std::chrono::steady_clock::time_point deadline)
-      : problem_(problem),
-        makespan_(makespan),
-        deadline_(deadline),
-        pruned_{order, std::move(timing)} {}
+          const PruneLimits& limits)
+      : problem_(problem), makespan_(makespan), limits_(limits), pruned_{order, std::move(timing)} {}
 
   // All of `savings` at once where the order without them is no slower; else each half in turn,
   // down to single ones: a group of n with k needed costs about k log n timings, not n.
   void drop(std::span<const Saving> savings) {
-    if (savings.empty() || std::chrono::steady_clock::now() >= deadline_) return;
+    if (savings.empty() || timings_ >= limits_.max_timings ||
+        std::chrono::steady_clock::now() >= limits_.deadline) {
+      return;
+    }
     if (drop_all(savings) || savings.size() == 1) return;
     const size_t half = savings.size() / 2;
     drop(savings.first(half));
     drop(savings.subspan(half));
   }
 
+  // One round: the savings of the pruned schedule that it has room to keep, then each of the
+  // others. Whether it dropped any.
+  bool round() {
+    const int before = dropped();
+    std::vector<Saving> savings = savings_of(problem_, pruned_.schedule);
+    const size_t with_room = room_first(problem_, pruned_.schedule, savings);
+    drop(std::span(savings).first(with_room));
+    for (size_t i = with_room; i < savings.size(); ++i) drop(std::span(savings).subspan(i, 1));
+    return dropped() > before;
+  }
+
   // The pruned order, validated whole; nullopt where nothing went.
   std::optional<PrunedOrder> result() && {
-    if (pruned_.offloads_dropped + pruned_.recomputes_dropped == 0) return std::nullopt;
+    if (dropped() == 0) return std::nullopt;
     if (validate(problem_, pruned_.schedule)) return std::nullopt;
     return std::move(pruned_);
   }
@@ -141,6 +152,7 @@ class Pruning {
         return r == saving.ref || (saving.ref.op == Op::kOffload && r == reload);
       });
     }
+    ++timings_;
     std::optional<Schedule> timing =
         timing_within_budget(problem_, order, &pruned_.schedule, revision, makespan_);
     if (!timing || makespan_of(*timing) > makespan_ + kTolerance) return false;
@@ -155,7 +167,10 @@ class Pruning {
 
   const Problem& problem_;
   double makespan_;  // of the pruned order: each drop is no slower than the order before it
-  const std::chrono::steady_clock::time_point deadline_;
+  int dropped() const { return pruned_.offloads_dropped + pruned_.recomputes_dropped; }
+
+  const PruneLimits limits_;
+  size_t timings_ = 0;
   PrunedOrder pruned_;
 };
 
@@ -163,14 +178,13 @@ class Pruning {
 
 std::optional<PrunedOrder> without_needless_savings(
     const Problem& problem, const Order& order, const Schedule& schedule,
-    std::chrono::steady_clock::time_point deadline) {
-  std::vector<Saving> savings = savings_of(problem, schedule);
-  const size_t with_room = room_first(problem, schedule, savings);
+    const PruneLimits& limits) {
   std::optional<Schedule> timing = timing_within_budget(problem, order);
   if (!timing) return std::nullopt;
-  Pruning pruning(problem, order, std::move(*timing), makespan_of(schedule), deadline);
-  pruning.drop(std::span(savings).first(with_room));
-  for (size_t i = with_room; i < savings.size(); ++i) pruning.drop(std::span(savings).subspan(i, 1));
+  Pruning pruning(problem, order, std::move(*timing), makespan_of(schedule), limits);
+  // Rounds until one drops nothing: a drop can make room for a saving an earlier try needed.
+  while (pruning.round()) {
+  }
   return std::move(pruning).result();
 }
 

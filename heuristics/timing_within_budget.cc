@@ -1,4 +1,4 @@
-#include "solver/timing_within_budget.h"
+#include "heuristics/timing_within_budget.h"
 
 #include "compiler/errors.h"
 #include "compiler/validator.h"

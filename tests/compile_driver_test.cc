@@ -1,0 +1,72 @@
+// The compile driver with `auto`: a seed the optimiser keeps, but without offloads or recomputes
+// it did not need, is written as the optimiser's schedule, as fast and valid.
+#include "compiler/cli/compile_driver.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <numeric>
+#include <vector>
+
+#include "compiler/cli/schedule_cache.h"
+#include "compiler/metrics.h"
+#include "compiler/simulator.h"
+#include "compiler/validator.h"
+#include "heuristics/offload_placement.h"
+#include "tests/test_problems.h"
+
+namespace optpipe {
+namespace {
+
+namespace fs = std::filesystem;
+
+using testing::count_ops;
+
+// `order` with rank 0 offloading each of its activations right after its F and reloading it at
+// once: copies that free no memory.
+Order with_needless_offloads(const Order& order) {
+  Order offloading = order;
+  std::vector<OpRef>& refs = offloading.ranks[0];
+  refs.clear();
+  for (const OpRef& ref : order.ranks[0]) {
+    refs.push_back(ref);
+    if (ref.op != Op::kForward) continue;
+    refs.push_back({Op::kOffload, ref.stage, ref.microbatch});
+    refs.push_back({Op::kReload, ref.stage, ref.microbatch});
+  }
+  return offloading;
+}
+
+// The cache hands the driver a seed as fast as the best generator's (the copies take no time) that
+// comes first among equals; the optimiser keeps it, without the copies.
+TEST(Compile, AutoWritesAKeptSeedWithoutTheOffloadsItDidNotNeed) {
+  Problem p = testing::uniform_problem(3, 1, 4);
+  std::vector<int> own_group(p.ranks);
+  std::iota(own_group.begin(), own_group.end(), 0);
+  p.offload = OffloadLink{1e12, 1e12, ChannelMode::kDuplex, own_group};
+  const CompileResult generators = compile(p, "auto");
+  const Schedule seed = simulate_within_budget(
+      p, with_needless_offloads(order_of(generators.best.schedule)), "offloading");
+  ASSERT_FALSE(validate(p, seed));
+  ASSERT_NEAR(makespan_of(seed), generators.best.metrics.makespan, 1e-6);
+
+  const fs::path dir = fs::temp_directory_path() / "optpipe_compile_driver_kept_seed";
+  fs::remove_all(dir);
+  ScheduleCache(dir.string()).store(p, "auto", seed, compute_metrics(p, seed), nullptr);
+  CompileOptions options;
+  options.cache_dir = dir.string();
+  options.optimizer.time_limit_seconds = 30;
+  const CompileResult result = compile(p, options);
+  fs::remove_all(dir);
+
+  ASSERT_TRUE(result.solver);
+  EXPECT_EQ(result.ranking.at(1).method, "cache");  // the seed, after the optimiser's
+  EXPECT_EQ(result.solver->offloads_dropped, p.microbatches);
+  EXPECT_EQ(result.best.method, "milp");
+  EXPECT_EQ(count_ops(result.best.schedule, Op::kOffload), 0);
+  EXPECT_LE(result.best.metrics.makespan, makespan_of(seed) + 1e-9);
+  EXPECT_FALSE(validate(p, result.best.schedule));
+}
+
+}  // namespace
+}  // namespace optpipe
