@@ -5,6 +5,9 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <set>
+#include <string>
+#include <vector>
 
 #include "compiler/errors.h"
 
@@ -179,8 +182,24 @@ std::optional<std::string_view> nearest_name(std::string_view word,
 }
 
 json parse_json_document(std::string_view text, const std::string& source) {
+  // nlohmann keeps the last of two equal keys; a document that says "ranks" twice is a mistake.
+  std::vector<std::set<std::string>> keys;  // per object open at this point of the parse
+  std::string twice;
+  const json::parser_callback_t note_keys = [&](int, json::parse_event_t event, json& parsed) {
+    if (event == json::parse_event_t::object_start) keys.emplace_back();
+    if (event == json::parse_event_t::object_end) keys.pop_back();
+    if (event == json::parse_event_t::key && !keys.back().insert(parsed.get<std::string>()).second &&
+        twice.empty()) {
+      twice = parsed.get<std::string>();
+    }
+    return true;
+  };
   try {
-    return json::parse(text.begin(), text.end());
+    json document = json::parse(text.begin(), text.end(), note_keys);
+    if (!twice.empty()) {
+      throw_malformed(source, fmt::format("key \"{}\" appears twice in one object; keep one", twice));
+    }
+    return document;
   } catch (const json::parse_error& e) {
     throw_malformed(text_position(text, e.byte == 0 ? 0 : e.byte - 1, source),
                     parse_error_reason(e.what()));

@@ -36,10 +36,13 @@ std::vector<ListPolicy> policy_choices(const Problem& problem,
     // As many microbatches as the limit holds whole: each admitted one finds room for its later
     // chunks. Under memory alone the first chunks can fill a rank and starve the later ones
     // (V-shape, R = 32, m = 256: 7 times the makespan).
-    std::vector<int> caps(problem.ranks);
+    // A rank whose activations take no bytes holds every microbatch.
+    std::vector<int> caps(problem.ranks, problem.microbatches);
     for (int r = 0; r < problem.ranks; ++r) {
-      caps[r] = static_cast<int>(
-          std::max<int64_t>(1, activation_limit_bytes[r] / one_microbatch_bytes(problem, r)));
+      if (const int64_t one = one_microbatch_bytes(problem, r); one > 0) {
+        caps[r] = static_cast<int>(
+            std::clamp<int64_t>(activation_limit_bytes[r] / one, 1, problem.microbatches));
+      }
     }
     in_flight_caps.push_back(caps);
   }

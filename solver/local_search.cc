@@ -7,8 +7,8 @@
 #include "compiler/simulator.h"
 #include "compiler/validator.h"
 #include "heuristics/offload_placement.h"
-#include "solver/critical_path.h"
 #include "heuristics/timing_within_budget.h"
+#include "solver/critical_path.h"
 
 namespace optpipe {
 

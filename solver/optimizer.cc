@@ -16,15 +16,16 @@
 #include <thread>
 #include <vector>
 
+#include "compiler/dependencies.h"
 #include "compiler/sequencing_bound.h"
 #include "compiler/simulator.h"
 #include "compiler/validator.h"
 #include "heuristics/memory_policies.h"
+#include "heuristics/needless_savings.h"
 #include "heuristics/offload_placement.h"
 #include "solver/cbc_backend.h"
 #include "solver/local_search.h"
 #include "solver/microbatch_order.h"
-#include "heuristics/needless_savings.h"
 #include "solver/order_model.h"
 #include "solver/segment.h"
 
@@ -33,6 +34,11 @@ namespace optpipe {
 namespace {
 
 constexpr double kImprovement = 1e-9;
+// CBC's LPs lose precision where the times span too many orders of magnitude: beside a makespan
+// of 5·10^8 an op of 2 time units left Clp's simplex stalling for minutes, past the time limit,
+// which CBC does not check there. Beyond this ratio of the makespan to the shortest op, CBC does
+// not run.
+constexpr double kMaxTimeRatioForCbc = 1e6;
 // Of the time limit, what the list policies may take; of what is left, what the local search may
 // take when CBC runs after it (else all of it).
 constexpr double kPolicyShare = 0.5;
@@ -74,6 +80,21 @@ uint64_t climb_seed(uint64_t search_seed, uint64_t climb) {
 
 // Offload and recompute actions: CBC windows keep them, so only the whole-order model, the list
 // policies and the local search change them.
+// The shortest op of the problem that takes any time (infinity when none does).
+double shortest_op(const Problem& problem) {
+  double shortest = std::numeric_limits<double>::infinity();
+  for (int s = 0; s < problem.num_stages(); ++s) {
+    for (Op op : {Op::kForward, Op::kBackwardInput, Op::kBackwardWeight, Op::kRecompute,
+                  Op::kOffload, Op::kReload}) {
+      if (op == Op::kRecompute && !problem.stages[s].can_recompute()) continue;
+      if (is_transfer(op) && !problem.offload_frees_memory(s)) continue;
+      const double d = duration(problem, {op, s, 0});
+      if (d > 0) shortest = std::min(shortest, d);
+    }
+  }
+  return shortest;
+}
+
 bool moves_activations(const Schedule& schedule) {
   for (const auto& actions : schedule.ranks) {
     for (const Action& a : actions) {
@@ -142,7 +163,8 @@ class Search {
     }
     size_t ops = 0;
     for (const auto& refs : compute_order(order_).ranks) ops += refs.size();
-    const bool whole = ops <= static_cast<size_t>(options_.max_ops_for_whole_model);
+    const bool cbc_fits = best_makespan_ <= kMaxTimeRatioForCbc * shortest_op(problem_);
+    const bool whole = cbc_fits && ops <= static_cast<size_t>(options_.max_ops_for_whole_model);
     if (options_.local_search) {
       if (whole) {  // small problems: CBC proves them before the search could
         solve_whole(kProbeShare * remaining());
@@ -150,12 +172,17 @@ class Search {
       }
       // The whole share even where climbs stall: kicked climbs escape basins that CBC,
       // started from them, does not (docs/solver.md).
-      const bool cbc_follows = whole || !moves;
+      const bool cbc_follows = whole || (cbc_fits && !moves);
       climb(cbc_follows ? kSearchShare * remaining() : remaining(), whole);
       if (done()) return;
     }
     if (whole) {
       solve_whole(remaining());
+    } else if (!cbc_fits) {
+      stats_.note = fmt::format(
+          "the ops' times span more than {:g} (the shortest {:g}, the makespan {:g}), too wide "
+          "for CBC's LPs, so only the list policies and the local search ran",
+          kMaxTimeRatioForCbc, shortest_op(problem_), best_makespan_.load());
     } else if (moves_activations(best_)) {  // the local search may have added transfers
       stats_.note = fmt::format(
           "windows keep offload and recompute as the schedule has them, so CBC re-optimises "
@@ -473,6 +500,9 @@ class Search {
   bool done() const { return proven_optimal() || within_target_gap() || interrupted(); }
 
   OptimizeResult finish() {
+    // CBC proves its optimum within its tolerances: at times of 10^8 its value can pass a valid
+    // schedule's makespan by a few units. No lower bound is above a schedule that exists.
+    stats_.bound = std::min(stats_.bound, best_makespan_.load());
     if (stats_.status.empty()) {
       stats_.status = proven_optimal() ? "optimal" : improved_ ? "improved" : "seed_kept";
     }

@@ -522,6 +522,16 @@ TEST(ProfileErrors, EachMistakeNamesItsField) {
   }
 }
 
+// nlohmann keeps the last of two equal keys; the profile's author meant one of them.
+TEST(ProfileErrors, AKeyTwiceInOneObjectIsAnError) {
+  EXPECT_EQ(error_of(R"({"pipeline": {"ranks": 4, "ranks": 2}})"),
+            "profile.json: malformed JSON: key \"ranks\" appears twice in one object; keep one");
+  EXPECT_EQ(error_of(R"({"format": "optpipe.profile/v1", "pipeline": {"ranks": 2}, )"
+                     R"("stages": [{"index": 0}, {"index": 1}], "memory": {"budget_bytes": 1}})")
+                .find("twice"),
+            std::string::npos);  // equal keys in two objects are fine
+}
+
 TEST(ProfileErrors, MalformedJsonReportsLineAndColumn) {
   const std::pair<std::string, std::string> cases[] = {
       {"{\n  \"format\": \"optpipe.profile/v1\",\n  \"name\": tru\n}",

@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "compiler/metrics.h"
 #include "compiler/simulator.h"
 #include "heuristics/classic.h"
@@ -71,6 +73,22 @@ TEST_F(ValidatorTest, FindsOverlappingComputeOnARank) {
   EXPECT_TRUE(message.find("rank 0 compute") != std::string::npos ||
               message.find("starts at") != std::string::npos)
       << message;
+}
+
+// An op of no duration that starts with the next op on its rank runs before it: no overlap,
+// whatever the order of the two in the rank's list (a sort by start alone may leave it after).
+TEST(ValidatorEdges, AcceptsOpsOfNoDurationBesideTheNext) {
+  const Problem p = uniform_problem(1, 1, 2, {0, 1, 1});
+  Schedule schedule = simulate(p, one_f_one_b_order(p), "1f1b");
+  std::reverse(schedule.ranks[0].begin(), schedule.ranks[0].end());
+  EXPECT_EQ(violation_of(p, schedule), "OK");
+}
+
+// At 3·10^10 a time carries a rounding of 4·10^-6: a short op's two times miss its duration by
+// more than a tolerance taken at the duration's own magnitude.
+TEST(ValidatorEdges, ToleratesTheRoundingOfLateTimes) {
+  const Problem p = uniform_problem(1, 1, 1, {3e10, 0.0286, 1});
+  EXPECT_EQ(violation_of(p, simulate(p, one_f_one_b_order(p), "1f1b")), "OK");
 }
 
 TEST_F(ValidatorTest, FindsAWrongDuration) {

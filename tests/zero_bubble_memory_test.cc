@@ -118,6 +118,16 @@ TEST(ZbAuto, EachActivationBetweenZbH1AndZbH2RemovesOneUnitOfBubble) {
   }
 }
 
+// With two chunks per rank zb-auto caps each rank's microbatches in flight at what its budget
+// holds whole; activations of no bytes hold any number (the cap divided by 0: SIGFPE).
+TEST(ZbAuto, ActivationsOfNoBytesLeaveMicrobatchesUncapped) {
+  for (int ranks : {1, 2}) {
+    const Problem p = uniform_problem(ranks, 2, 4, {1, 1, 1, 0, 0});
+    const Timed automatic = testing::run_generator("zb-auto", p);
+    EXPECT_FALSE(validate(p, automatic.schedule)) << "R=" << ranks;
+  }
+}
+
 TEST(ZbAuto, BelowOneMicrobatchReturnsTheLeanestOrder) {
   Problem p = uniform_problem(4, 1, 8, {1, 1, 1, 1000, 400});
   set_activation_budget(p, 500);
