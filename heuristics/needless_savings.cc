@@ -158,17 +158,18 @@ class Pruning {
     if (!timing || makespan_of(*timing) > makespan_ + kTolerance) return false;
     pruned_.order = std::move(order);
     pruned_.schedule = std::move(*timing);
-    makespan_ = makespan_of(pruned_.schedule);  // an R dropped may have shortened it
+    // A dropped R, or a copy's channel left to the others, may have shortened it.
+    makespan_ = makespan_of(pruned_.schedule);
     for (const Saving& saving : savings) {
       ++(saving.ref.op == Op::kOffload ? pruned_.offloads_dropped : pruned_.recomputes_dropped);
     }
     return true;
   }
 
-  const Problem& problem_;
-  double makespan_;  // of the pruned order: each drop is no slower than the order before it
   int dropped() const { return pruned_.offloads_dropped + pruned_.recomputes_dropped; }
 
+  const Problem& problem_;
+  double makespan_;  // of the pruned order: each drop is no slower than the order before it
   const PruneLimits limits_;
   size_t timings_ = 0;
   PrunedOrder pruned_;
