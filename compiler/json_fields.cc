@@ -188,8 +188,8 @@ json parse_json_document(std::string_view text, const std::string& source) {
   const json::parser_callback_t note_keys = [&](int, json::parse_event_t event, json& parsed) {
     if (event == json::parse_event_t::object_start) keys.emplace_back();
     if (event == json::parse_event_t::object_end) keys.pop_back();
-    if (event == json::parse_event_t::key && !keys.back().insert(parsed.get<std::string>()).second &&
-        twice.empty()) {
+    if (event == json::parse_event_t::key &&
+        !keys.back().insert(parsed.get<std::string>()).second && twice.empty()) {
       twice = parsed.get<std::string>();
     }
     return true;
@@ -197,7 +197,8 @@ json parse_json_document(std::string_view text, const std::string& source) {
   try {
     json document = json::parse(text.begin(), text.end(), note_keys);
     if (!twice.empty()) {
-      throw_malformed(source, fmt::format("key \"{}\" appears twice in one object; keep one", twice));
+      throw_malformed(source,
+                      fmt::format("key \"{}\" appears twice in one object; keep one", twice));
     }
     return document;
   } catch (const json::parse_error& e) {

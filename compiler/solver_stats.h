@@ -16,7 +16,8 @@ struct SolverStats {
   int nodes = 0;
   int windows = 0;  // windows re-optimised
   int windows_improved = 0;
-  // Offloads and recomputes the search's schedule had and did not need (heuristics/needless_savings.h)
+  // Offloads and recomputes the search's schedule had and did not need
+  // (heuristics/needless_savings.h)
   int offloads_dropped = 0;
   int recomputes_dropped = 0;
 };

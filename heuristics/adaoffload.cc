@@ -281,7 +281,8 @@ OffloadedSchedule trimmed(const Problem& problem, OffloadedSchedule best) {
   std::optional<PrunedOrder> pruned =
       without_needless_savings(problem, best.order, best.schedule, {.max_timings = kPruneTimings});
   if (!pruned) return best;
-  return time_with_simulator(problem, std::move(pruned->order), kMethod);
+  pruned->schedule.method = kMethod;  // timed by the simulator with the memory fence
+  return summarize(problem, std::move(pruned->order), std::move(pruned->schedule));
 }
 
 // The best order found, timed by the simulator.

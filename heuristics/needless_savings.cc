@@ -88,13 +88,18 @@ size_t room_first(const Problem& problem, const Schedule& schedule, std::vector<
   return count;
 }
 
+// Whether `ref` goes with `saving`: the saving itself, or an offload's reload.
+bool goes_with(const OpRef& saving, const OpRef& ref) {
+  return ref == saving ||
+         (saving.op == Op::kOffload && ref == OpRef{Op::kReload, saving.stage, saving.microbatch});
+}
+
 // Where a saving's removal first changes its rank's list: at the activation's F (its memory
 // changes with a recompute), or at one of its transfers listed earlier.
 size_t first_change(const std::vector<OpRef>& refs, const OpRef& saving) {
-  const OpRef reload{Op::kReload, saving.stage, saving.microbatch};
   const OpRef forward{Op::kForward, saving.stage, saving.microbatch};
   const auto it = std::find_if(refs.begin(), refs.end(), [&](const OpRef& r) {
-    return r == forward || r == saving || (saving.op == Op::kOffload && r == reload);
+    return r == forward || goes_with(saving, r);
   });
   return it - refs.begin();
 }
@@ -105,7 +110,10 @@ class Pruning {
   // `timing`: the order's own, by timing_within_budget(); `makespan`: the one not to exceed.
   Pruning(const Problem& problem, const Order& order, Schedule timing, double makespan,
           const PruneLimits& limits)
-      : problem_(problem), makespan_(makespan), limits_(limits), pruned_{order, std::move(timing)} {}
+      : problem_(problem),
+        makespan_(makespan),
+        limits_(limits),
+        pruned_{order, std::move(timing)} {}
 
   // All of `savings` at once where the order without them is no slower; else each half in turn,
   // down to single ones: a group of n with k needed costs about k log n timings, not n.
@@ -145,12 +153,10 @@ class Pruning {
     for (const Saving& saving : savings) {
       const int rank = problem_.rank_of_stage[saving.ref.stage];
       const size_t first = first_change(pruned_.order.ranks[rank], saving.ref);
-      revision.unchanged_before = std::min(
-          revision.unchanged_before, unchanged_before(pruned_.order, pruned_.schedule, rank, first));
-      const OpRef reload{Op::kReload, saving.ref.stage, saving.ref.microbatch};
-      std::erase_if(order.ranks[rank], [&](const OpRef& r) {
-        return r == saving.ref || (saving.ref.op == Op::kOffload && r == reload);
-      });
+      revision.unchanged_before =
+          std::min(revision.unchanged_before,
+                   unchanged_before(pruned_.order, pruned_.schedule, rank, first));
+      std::erase_if(order.ranks[rank], [&](const OpRef& r) { return goes_with(saving.ref, r); });
     }
     ++timings_;
     std::optional<Schedule> timing =
@@ -177,9 +183,9 @@ class Pruning {
 
 }  // namespace
 
-std::optional<PrunedOrder> without_needless_savings(
-    const Problem& problem, const Order& order, const Schedule& schedule,
-    const PruneLimits& limits) {
+std::optional<PrunedOrder> without_needless_savings(const Problem& problem, const Order& order,
+                                                    const Schedule& schedule,
+                                                    const PruneLimits& limits) {
   std::optional<Schedule> timing = timing_within_budget(problem, order);
   if (!timing) return std::nullopt;
   Pruning pruning(problem, order, std::move(*timing), makespan_of(schedule), limits);

@@ -37,8 +37,8 @@ struct PruneLimits {
 // holds, else each half in turn; then each of the others; and again, in rounds, until a round
 // drops nothing (a drop can make room for a saving an earlier try needed). nullopt where none can
 // go.
-std::optional<PrunedOrder> without_needless_savings(
-    const Problem& problem, const Order& order, const Schedule& schedule,
-    const PruneLimits& limits);
+std::optional<PrunedOrder> without_needless_savings(const Problem& problem, const Order& order,
+                                                    const Schedule& schedule,
+                                                    const PruneLimits& limits);
 
 }  // namespace optpipe

@@ -18,7 +18,6 @@ namespace optpipe {
 // once, and the simulator meets dependencies and one op at a time by construction.
 std::optional<Schedule> timing_within_budget(
     const Problem& problem, const Order& order, const Schedule* previous = nullptr,
-    const OrderRevision& revision = {},
-    double limit = std::numeric_limits<double>::infinity());
+    const OrderRevision& revision = {}, double limit = std::numeric_limits<double>::infinity());
 
 }  // namespace optpipe

@@ -78,8 +78,6 @@ uint64_t climb_seed(uint64_t search_seed, uint64_t climb) {
   return (static_cast<uint64_t>(seed[0]) << 32) | seed[1];
 }
 
-// Offload and recompute actions: CBC windows keep them, so only the whole-order model, the list
-// policies and the local search change them.
 // The shortest op of the problem that takes any time (infinity when none does).
 double shortest_op(const Problem& problem) {
   double shortest = std::numeric_limits<double>::infinity();
@@ -95,6 +93,8 @@ double shortest_op(const Problem& problem) {
   return shortest;
 }
 
+// Offload and recompute actions: CBC windows keep them, so only the whole-order model, the list
+// policies and the local search change them.
 bool moves_activations(const Schedule& schedule) {
   for (const auto& actions : schedule.ranks) {
     for (const Action& a : actions) {
@@ -163,7 +163,8 @@ class Search {
     }
     size_t ops = 0;
     for (const auto& refs : compute_order(order_).ranks) ops += refs.size();
-    const bool cbc_fits = best_makespan_ <= kMaxTimeRatioForCbc * shortest_op(problem_);
+    const double shortest = shortest_op(problem_);
+    const bool cbc_fits = best_makespan_ <= kMaxTimeRatioForCbc * shortest;
     const bool whole = cbc_fits && ops <= static_cast<size_t>(options_.max_ops_for_whole_model);
     if (options_.local_search) {
       if (whole) {  // small problems: CBC proves them before the search could
@@ -182,7 +183,7 @@ class Search {
       stats_.note = fmt::format(
           "the ops' times span more than {:g} (the shortest {:g}, the makespan {:g}), too wide "
           "for CBC's LPs, so only the list policies and the local search ran",
-          kMaxTimeRatioForCbc, shortest_op(problem_), best_makespan_.load());
+          kMaxTimeRatioForCbc, shortest, best_makespan_.load());
     } else if (moves_activations(best_)) {  // the local search may have added transfers
       stats_.note = fmt::format(
           "windows keep offload and recompute as the schedule has them, so CBC re-optimises "
@@ -373,14 +374,14 @@ class Search {
   // runs without those it does not need, no slower (heuristics/needless_savings.h).
   void drop_needless_savings() {
     if (!moves_activations(best_)) return;
-    const double seconds =
-        std::min(kPruneShare * options_.time_limit_seconds, kPruneCapSeconds);
+    const double seconds = std::min(kPruneShare * options_.time_limit_seconds, kPruneCapSeconds);
     const auto deadline = std::chrono::steady_clock::now() +
                           std::chrono::duration_cast<std::chrono::steady_clock::duration>(
                               std::chrono::duration<double>(seconds));
     // order_ is the search's best order; a kept seed's is read off its schedule, in its own form.
     const Order order = improved_ ? order_ : order_of(best_);
-    std::optional<PrunedOrder> pruned = without_needless_savings(problem_, order, best_, {.deadline = deadline});
+    std::optional<PrunedOrder> pruned =
+        without_needless_savings(problem_, order, best_, {.deadline = deadline});
     if (!pruned) return;
     best_ = std::move(pruned->schedule);
     best_makespan_ = makespan_of(best_);  // no slower, perhaps faster

@@ -57,7 +57,8 @@ TEST_F(CliTest, TimesOfEveryMagnitudeKeepTheTimeLimitAndTheBound) {
     "stage_defaults": {"forward": 39.783, "backward_input": 2.133, "backward_weight": 1e8,
                        "activation_bytes": "2119 MiB", "weight_grad_bytes": 1110966272},
     "p2p_latency": 0.5, "memory": {"budget_bytes": 4443865088}})");
-  write("tall.json", R"({"format": "optpipe.profile/v1", "pipeline": {"ranks": 3, "microbatches": 2},
+  write("tall.json",
+        R"({"format": "optpipe.profile/v1", "pipeline": {"ranks": 3, "microbatches": 2},
     "stage_defaults": {"forward": 2.73, "backward_input": 2.73, "backward_weight": 2.73,
                        "activation_bytes": "5197 MiB", "offloadable_bytes": 4904504524},
     "stages": [{"index": 1, "forward": 1e8, "backward_input": 19.366},

@@ -5,8 +5,8 @@
 
 #include <gtest/gtest.h>
 
-#include <utility>
 #include <chrono>
+#include <utility>
 
 #include "compiler/simulator.h"
 #include "compiler/validator.h"
@@ -32,7 +32,9 @@ OffloadingOrder offloading_order() {
   return {std::move(p), order};
 }
 
-Clock::time_point in_a_minute() { return Clock::now() + std::chrono::minutes(1); }
+Clock::time_point in_a_minute() {
+  return Clock::now() + std::chrono::minutes(1);
+}
 
 TEST(NeedlessSavings, DropsEveryOffloadWhereMemoryIsAmple) {
   const auto [p, order] = offloading_order();

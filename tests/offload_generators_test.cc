@@ -12,10 +12,10 @@
 #include "compiler/simulator.h"
 #include "compiler/validator.h"
 #include "heuristics/classic.h"
-#include "heuristics/offload_placement.h"
-#include "heuristics/timing_within_budget.h"
 #include "heuristics/offload_orders.h"
+#include "heuristics/offload_placement.h"
 #include "heuristics/registry.h"
+#include "heuristics/timing_within_budget.h"
 #include "tests/test_problems.h"
 
 #ifndef OFFLOAD_TRIALS
@@ -157,9 +157,8 @@ bool needs_each_saving(const Problem& problem, const Order& order, const Schedul
       if (saving.op != Op::kOffload && saving.op != Op::kRecompute) continue;
       Order without = order;
       std::erase_if(without.ranks[r], [&](const OpRef& ref) {
-        return ref == saving ||
-               (saving.op == Op::kOffload && ref == OpRef{Op::kReload, saving.stage,
-                                                          saving.microbatch});
+        return ref == saving || (saving.op == Op::kOffload &&
+                                 ref == OpRef{Op::kReload, saving.stage, saving.microbatch});
       });
       const std::optional<Schedule> timing = timing_within_budget(problem, without);
       if (timing && makespan_of(*timing) <= makespan_of(schedule) + 1e-9 &&
