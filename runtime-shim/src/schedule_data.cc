@@ -15,6 +15,9 @@ namespace optpipe::rt {
 
 namespace {
 
+// What a stage's byte counts may be at most: as in profiles (compiler/profile.cc), 1024 TiB.
+constexpr int64_t kMaxBytes = int64_t{1} << 50;
+
 // Little-endian loads at fixed offsets; the caller has checked the bounds.
 struct Bytes {
   const uint8_t* p;
@@ -129,6 +132,10 @@ std::optional<Refusal> read_content(const Bytes& b, size_t size, uint32_t versio
         st.checkpoint_bytes < -1) {
       return corrupt(format("stage %u has negative bytes", s));
     }
+    for (int64_t bytes :
+         {st.activation_bytes, st.weight_grad_bytes, st.offloadable_bytes, st.checkpoint_bytes}) {
+      if (bytes > kMaxBytes) return corrupt(format("stage %u has bytes above 2^50", s));
+    }
   }
   for (uint32_t r = 0; r < R; ++r) {
     if (stages_on_rank[r] != static_cast<int>(v)) {
@@ -189,12 +196,19 @@ std::optional<Refusal> read_content(const Bytes& b, size_t size, uint32_t versio
         return corrupt(format("rank %u action %u: bad predicted times", r, i));
       }
       const bool transfer = op == OPSCHED_OP_OFFLOAD || op == OPSCHED_OP_RELOAD;
-      if (act.bytes < 0 || (!transfer && act.bytes != 0)) {
-        return corrupt(format("rank %u action %u: bad byte count", r, i));
+      if (act.bytes != (transfer ? out->stages[stage].offloadable_bytes : 0)) {
+        return corrupt(
+            format("rank %u action %u: bad byte count (a transfer moves its stage's "
+                   "O, a compute op none)",
+                   r, i));
       }
     }
   }
-  for (uint32_t r = 0; r < R; ++r) out->ranks[r].host_pool_bytes = host_pool_bytes_for(*out, r);
+  for (uint32_t r = 0; r < R; ++r) {
+    const std::optional<int64_t> pool = host_pool_bytes_for(*out, r);
+    if (!pool) return corrupt(format("rank %u's offloads need more than 2^62 bytes of host", r));
+    out->ranks[r].host_pool_bytes = *pool;
+  }
   return std::nullopt;
 }
 
@@ -272,13 +286,16 @@ optpipe_rt_status parse_opsched(const uint8_t* data, size_t size, ScheduleData* 
   return OPTPIPE_RT_OK;
 }
 
-int64_t host_pool_bytes_for(const ScheduleData& data, int rank) {
-  HostPool pool(INT64_MAX / 2);
+std::optional<int64_t> host_pool_bytes_for(const ScheduleData& data, int rank) {
+  HostPool pool(int64_t{1} << 62);
   std::map<std::pair<int, int>, int64_t> slot;
   for (const optpipe_rt_action& a : data.actions[rank]) {
     const auto key = std::make_pair(a.stage, a.microbatch);
     if (a.op == OPTPIPE_RT_OP_OFFLOAD) {
-      if (!slot.count(key)) slot[key] = *pool.allocate(a.bytes);
+      if (slot.count(key)) continue;
+      const std::optional<int64_t> offset = pool.allocate(a.bytes);
+      if (!offset) return std::nullopt;
+      slot[key] = *offset;
     } else if (a.op == OPTPIPE_RT_OP_B || a.op == OPTPIPE_RT_OP_BW) {
       if (auto it = slot.find(key); it != slot.end()) {
         pool.free(it->second);

@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <set>
 #include <string>
 #include <utility>
@@ -24,8 +25,9 @@ optpipe_rt_status parse_opsched(const uint8_t* data, size_t size, ScheduleData* 
                                 std::string* message);
 
 // Pool high-water mark when `rank`'s actions run in order: a slot of the offload's bytes is taken
-// at OFFLOAD and freed after the B/BW of the same (stage, microbatch).
-int64_t host_pool_bytes_for(const ScheduleData& data, int rank);
+// at OFFLOAD and freed after the B/BW of the same (stage, microbatch). nullopt when they need more
+// than 2^62 bytes at once.
+std::optional<int64_t> host_pool_bytes_for(const ScheduleData& data, int rank);
 
 // F, B, W, BW and R run on the compute stream; OFFLOAD and RELOAD on copy channels.
 inline bool is_compute_op(int op) {

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cstdint>
 #include <cstring>
 #include <numeric>
 #include <string>
@@ -167,6 +168,8 @@ TEST_F(Engine, PoolExhaustionIsReportedNotOverrun) {
   ASSERT_EQ(optpipe_rt_offload(rank_, 0, 0, a.data(), a.size()), OPTPIPE_RT_OK);
   EXPECT_EQ(optpipe_rt_offload(rank_, 0, 1, b.data(), b.size()), OPTPIPE_RT_E_POOL_EXHAUSTED);
   EXPECT_NE(std::string(optpipe_rt_last_error()).find("host pool"), std::string::npos);
+  // A size past INT64_MAX once became a negative request, a 256-byte slot and a copy of SIZE_MAX.
+  EXPECT_EQ(optpipe_rt_offload(rank_, 0, 1, b.data(), SIZE_MAX), OPTPIPE_RT_E_POOL_EXHAUSTED);
   ASSERT_EQ(optpipe_rt_synchronize(rank_, 0, 0), OPTPIPE_RT_OK);
 }
 
@@ -371,7 +374,7 @@ TEST(Runner, RefusesABackwardBeforeItsRecompute) {
   optpipe_rt_rank_close(rank);
 }
 
-TEST(HostPool, FirstFitReusesFreedSlots) {
+TEST(HostPool, ReusesFreedSlots) {
   optpipe::rt::HostPool pool(1024);
   const auto a = pool.allocate(256), b = pool.allocate(300), c = pool.allocate(200);
   ASSERT_TRUE(a && b && c);
@@ -381,6 +384,30 @@ TEST(HostPool, FirstFitReusesFreedSlots) {
   pool.free(*a);
   EXPECT_EQ(pool.allocate(100), std::optional<int64_t>(0));
   EXPECT_EQ(pool.high_water(), 1024);
+}
+
+TEST(HostPool, TakesTheSmallestGapThatFitsAndMergesFreedNeighbours) {
+  optpipe::rt::HostPool pool(4096);
+  const auto a = pool.allocate(512), b = pool.allocate(256), c = pool.allocate(256),
+             d = pool.allocate(256);
+  ASSERT_TRUE(a && b && c && d);
+  pool.free(*a);                     // a gap of 512 at 0
+  pool.free(*c);                     // a gap of 256 at 768
+  EXPECT_EQ(pool.allocate(200), c);  // the smaller gap, not the first
+  pool.free(*c);
+  pool.free(*b);  // 0 to 1024 free again, in one piece with its neighbours
+  EXPECT_EQ(pool.allocate(1024), std::optional<int64_t>(0));
+  EXPECT_EQ(pool.in_use(), 1024 + 256);
+  EXPECT_EQ(pool.high_water(), 1280);
+}
+
+TEST(HostPool, RefusesNegativeAndOversizedRequestsWithoutOverflow) {
+  optpipe::rt::HostPool pool(int64_t{1} << 62);
+  EXPECT_FALSE(pool.allocate(-1));  // a size_t above INT64_MAX, as the C ABI casts it
+  EXPECT_FALSE(pool.allocate(INT64_MAX));
+  ASSERT_TRUE(pool.allocate(1));
+  EXPECT_FALSE(pool.allocate((int64_t{1} << 62) - 1));  // fits alone, not beside the first
+  EXPECT_EQ(pool.in_use(), 256);
 }
 
 }  // namespace

@@ -2,9 +2,11 @@
 // file (docs/opsched.md): every single-byte flip, every truncation, wrong version, wrong endian.
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <cstdio>
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include "compiler/errors.h"
 #include "compiler/file_io.h"
@@ -266,19 +268,29 @@ TEST(OpschedReader, RefusesWrongVersionAndWrongEndianEvenWithValidChecksums) {
   EXPECT_EQ(open_status("{\"format\": \"optpipe.schedule/v1\"}"), OPTPIPE_RT_E_BAD_MAGIC);
 }
 
+void store_u64(std::string& bytes, size_t at, uint64_t v) {
+  for (int i = 0; i < 8; ++i) bytes[at + i] = static_cast<char>((v >> (8 * i)) & 0xff);
+}
+
+// `bytes` with both checksums computed again: what a faulty writer would produce.
+std::string resealed(std::string bytes) {
+  store_u32(bytes, OPSCHED_OFF_HEADER_CRC, 0);
+  store_u32(bytes, OPSCHED_OFF_HEADER_CRC, opsched_crc32(0, bytes.data(), OPSCHED_HEADER_SIZE));
+  const size_t body = bytes.size() - OPSCHED_TRAILER_SIZE;
+  store_u32(bytes, body, opsched_crc32(0, bytes.data(), body));
+  return bytes;
+}
+
+// small_file()'s layout: two stages, two ranks, then the actions.
+constexpr size_t kRankTable = OPSCHED_HEADER_SIZE + 2 * OPSCHED_STAGE_RECORD_SIZE;
+constexpr size_t kFirstAction = kRankTable + 2 * OPSCHED_RANK_RECORD_SIZE;
+
 // A consistent CRC over inconsistent content (a faulty writer) is refused as corrupt.
 TEST(OpschedReader, RefusesInconsistentContentWithValidChecksums) {
   const std::string good = small_file();
-  auto resealed = [](std::string bytes) {
-    store_u32(bytes, OPSCHED_OFF_HEADER_CRC, 0);
-    store_u32(bytes, OPSCHED_OFF_HEADER_CRC, opsched_crc32(0, bytes.data(), OPSCHED_HEADER_SIZE));
-    const size_t body = bytes.size() - OPSCHED_TRAILER_SIZE;
-    store_u32(bytes, body, opsched_crc32(0, bytes.data(), body));
-    return bytes;
-  };
   ASSERT_EQ(open_status(resealed(good)), OPTPIPE_RT_OK);
-  const size_t rank_table = OPSCHED_HEADER_SIZE + 2 * OPSCHED_STAGE_RECORD_SIZE;
-  const size_t first_action = rank_table + 2 * OPSCHED_RANK_RECORD_SIZE;
+  const size_t rank_table = kRankTable;
+  const size_t first_action = kFirstAction;
   struct Damage {
     size_t at;
     uint32_t value;
@@ -296,6 +308,32 @@ TEST(OpschedReader, RefusesInconsistentContentWithValidChecksums) {
     store_u32(bad, d.at, d.value);
     EXPECT_EQ(open_status(resealed(bad)), OPTPIPE_RT_E_CORRUPT) << "offset " << d.at;
   }
+}
+
+// Byte counts the host pool's sizing once added up unchecked (found by fuzzing the reader): a
+// transfer that moves anything but its stage's O, or stage bytes above the profiles' 2^50, is
+// corrupt, where they overflowed int64 or asked the pool for more than it can hold.
+TEST(OpschedReader, RefusesTransferBytesOtherThanTheStagesOAndHugeStageBytes) {
+  const std::string good = small_file();
+  std::vector<size_t> transfers;
+  for (size_t at = kFirstAction; at < good.size() - OPSCHED_TRAILER_SIZE;
+       at += OPSCHED_ACTION_RECORD_SIZE) {
+    const auto op = static_cast<uint8_t>(good[at + OPSCHED_ACTION_OFF_OP]);
+    if (op == OPSCHED_OP_OFFLOAD || op == OPSCHED_OP_RELOAD) transfers.push_back(at);
+  }
+  ASSERT_EQ(transfers.size(), 2u);
+  for (const uint64_t bytes : {uint64_t{4095}, uint64_t{1} << 62, uint64_t{INT64_MAX}}) {
+    std::string bad = good;
+    store_u64(bad, transfers[0] + OPSCHED_ACTION_OFF_BYTES, bytes);
+    EXPECT_EQ(open_status(resealed(bad)), OPTPIPE_RT_E_CORRUPT) << bytes;
+  }
+  std::string huge = good;  // stage 0's O and both its transfers at 2^62: consistent, too large
+  store_u64(huge, OPSCHED_HEADER_SIZE + OPSCHED_STAGE_OFF_OFFL, uint64_t{1} << 62);
+  for (const size_t at : transfers)
+    store_u64(huge, at + OPSCHED_ACTION_OFF_BYTES, uint64_t{1} << 62);
+  EXPECT_EQ(open_status(resealed(huge)), OPTPIPE_RT_E_CORRUPT);
+  EXPECT_NE(std::string(optpipe_rt_last_error()).find("above 2^50"), std::string::npos)
+      << optpipe_rt_last_error();
 }
 
 TEST(OpschedReader, StatusCodesHaveMessages) {
