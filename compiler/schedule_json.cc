@@ -86,6 +86,9 @@ ScheduleFile parse_schedule_json(std::string_view json_text, const std::string& 
   profile.expect_object({"name", "sha256"});
   file.profile_sha256 = profile.get("sha256").string();
   file.schedule.method = root.get("method").string();
+  if (const auto solver = root.find("solver"); solver && solver->value().is_object()) {
+    if (const auto status = solver->find("status")) file.solver_status = status->string();
+  }
   for (const JsonField& rank_field : root.get("ranks").items()) {
     rank_field.expect_object({"rank", "busy", "peak_bytes", "budget_bytes", "actions"});
     const int64_t rank = rank_field.get("rank").integer(0, 1 << 20);

@@ -25,6 +25,7 @@ struct ScheduleFile {
   Schedule schedule;
   std::string profile_sha256;
   std::vector<int64_t> budget_bytes;  // per rank, what the schedule was compiled for
+  std::string solver_status;          // `solver.status`, empty when the optimiser did not run
 };
 
 // Throws InputError naming the field on anything malformed. Actions are checked for shape only

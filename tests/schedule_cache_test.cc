@@ -5,6 +5,9 @@
 
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
 
 #include "compiler/cli/compile_driver.h"
 #include "compiler/validator.h"
@@ -91,6 +94,35 @@ TEST_F(CacheCompile, AnOffloadingScheduleComesBackAsStored) {
   ASSERT_TRUE(found);
   EXPECT_EQ(time_extent(found->schedule).end, time_extent(stored).end);
   EXPECT_FALSE(validate(p, found->schedule));
+}
+
+// Final (no solve needed) only where the entry says CBC proved it optimal for this very profile.
+// An entry without a "solver" key once had it read from a const JSON object that lacked it
+// (found by fuzzing the cache): an assertion in debug builds, undefined behaviour otherwise.
+TEST_F(CacheCompile, OnlyAnEntryProvenOptimalForItsProfileIsFinal) {
+  Problem p = testing::uniform_problem(2, 1, 2);
+  p.profile_sha256 = std::string(64, 'a');
+  compile(p, options(0));
+  auto rewrite_entries = [&](const auto& edit) {
+    for (const auto& entry : fs::directory_iterator(dir_)) {
+      nlohmann::json document = nlohmann::json::parse(std::ifstream(entry.path()));
+      edit(document);
+      std::ofstream(entry.path()) << document.dump();
+    }
+  };
+  const ScheduleCache cache(dir_.string());
+  rewrite_entries([](nlohmann::json& d) { d["solver"] = {{"status", "optimal"}}; });
+  ASSERT_TRUE(cache.find(p, "auto"));
+  EXPECT_TRUE(cache.find(p, "auto")->final);
+  Problem edited = p;
+  edited.profile_sha256 = std::string(64, 'b');
+  ASSERT_TRUE(cache.find(edited, "auto"));
+  EXPECT_FALSE(cache.find(edited, "auto")->final);
+  rewrite_entries([](nlohmann::json& d) { d.erase("solver"); });
+  const std::optional<CachedSchedule> unsolved = cache.find(p, "auto");
+  ASSERT_TRUE(unsolved);  // a valid schedule all the same
+  EXPECT_FALSE(unsolved->final);
+  EXPECT_FALSE(validate(p, unsolved->schedule));
 }
 
 TEST_F(CacheCompile, ADamagedEntryIsAMiss) {

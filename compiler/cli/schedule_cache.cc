@@ -80,16 +80,13 @@ std::optional<CachedSchedule> ScheduleCache::find(const Problem& problem,
   const std::string path = path_for(problem, method);
   if (!std::filesystem::exists(path)) return std::nullopt;
   try {
-    const std::string text = read_text_file(path);
-    const ScheduleFile file = parse_schedule_json(text, path);
+    const ScheduleFile file = load_schedule_json(path);
     // Re-time the stored order for this problem: its costs may differ below the key's precision.
     Schedule schedule =
         simulate_within_budget(problem, order_of(file.schedule), file.schedule.method);
     if (validate(problem, schedule)) return std::nullopt;
-    const auto document = nlohmann::json::parse(text);
-    const bool final = file.profile_sha256 == problem.profile_sha256 &&
-                       document["solver"].is_object() &&
-                       document["solver"].value("status", "") == "optimal";
+    const bool final =
+        file.profile_sha256 == problem.profile_sha256 && file.solver_status == "optimal";
     return CachedSchedule{std::move(schedule), final};
   } catch (const std::exception&) {
     return std::nullopt;  // a damaged or foreign entry is a miss, and is overwritten later
