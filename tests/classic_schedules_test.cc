@@ -2,6 +2,8 @@
 // their peaks in activations.
 #include <gtest/gtest.h>
 
+#include <ostream>
+
 #include "compiler/metrics.h"
 #include "compiler/simulator.h"
 #include "compiler/validator.h"
@@ -36,6 +38,10 @@ struct ClosedFormCase {
   int microbatches;
   UniformCosts costs;
 };
+
+void PrintTo(const ClosedFormCase& c, std::ostream* os) {
+  *os << testing::describe_uniform(c.ranks, c.microbatches, c.costs);
+}
 
 class ClosedForms : public ::testing::TestWithParam<ClosedFormCase> {};
 

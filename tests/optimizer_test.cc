@@ -11,6 +11,7 @@
 #include <limits>
 #include <mutex>
 #include <optional>
+#include <ostream>
 #include <vector>
 
 #include "compiler/errors.h"
@@ -38,6 +39,11 @@ struct SmallCase {
   int activations_budget;  // activation budget per rank, in activations
   bool fifo_in_search;     // without FIFO the search also checks the FIFO reduction
 };
+
+void PrintTo(const SmallCase& c, std::ostream* os) {
+  *os << testing::describe_uniform(c.ranks, c.microbatches, c.costs) << "_budget"
+      << c.activations_budget << (c.fifo_in_search ? "_fifo" : "");
+}
 
 class ProvenOptimum : public ::testing::TestWithParam<SmallCase> {};
 

@@ -1,5 +1,7 @@
 #include "tests/test_problems.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <functional>
 #include <limits>
@@ -16,6 +18,14 @@
 #include "solver/local_search.h"
 
 namespace optpipe::testing {
+
+std::string describe_uniform(int ranks, int microbatches, const UniformCosts& costs) {
+  std::string name = fmt::format("R{}_m{}_F{:g}_B{:g}_W{:g}_A{}_G{}", ranks, microbatches,
+                                 costs.forward, costs.backward_input, costs.backward_weight,
+                                 costs.activation_bytes, costs.weight_grad_bytes);
+  if (costs.checkpoint_bytes) name += fmt::format("_C{}", *costs.checkpoint_bytes);
+  return name;
+}
 
 Problem uniform_problem(int ranks, int chunks, int microbatches, UniformCosts costs,
                         PlacementKind placement, double p2p_latency) {

@@ -24,6 +24,10 @@ struct UniformCosts {
   std::optional<int64_t> checkpoint_bytes = std::nullopt;  // unset: no stage can recompute
 };
 
+// "R4_m8_F1_B1.5_W0.75_A1000_G0" (and "_C250" where stages recompute): the name a parameterised
+// test prints for a uniform problem, instead of the bytes of its parameter struct.
+std::string describe_uniform(int ranks, int microbatches, const UniformCosts& costs);
+
 // R ranks, v chunks, m microbatches, every stage alike, ample memory, no offload link.
 Problem uniform_problem(int ranks, int chunks, int microbatches, UniformCosts costs = {},
                         PlacementKind placement = PlacementKind::kLoop, double p2p_latency = 0);

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <ostream>
 #include <random>
 
 #include "compiler/metrics.h"
@@ -50,6 +51,10 @@ struct BudgetCase {
   int microbatches;
   UniformCosts costs;
 };
+
+void PrintTo(const BudgetCase& c, std::ostream* os) {
+  *os << testing::describe_uniform(c.ranks, c.microbatches, c.costs);
+}
 
 class ZbAutoBudgets : public ::testing::TestWithParam<BudgetCase> {};
 
