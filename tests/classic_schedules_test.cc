@@ -2,8 +2,6 @@
 // their peaks in activations.
 #include <gtest/gtest.h>
 
-#include <ostream>
-
 #include "compiler/metrics.h"
 #include "compiler/simulator.h"
 #include "compiler/validator.h"
@@ -33,15 +31,7 @@ int peak_activations(const Metrics& m, const Problem& p, int rank) {
                           p.stages[0].activation_bytes);
 }
 
-struct ClosedFormCase {
-  int ranks;
-  int microbatches;
-  UniformCosts costs;
-};
-
-void PrintTo(const ClosedFormCase& c, std::ostream* os) {
-  *os << testing::describe_uniform(c.ranks, c.microbatches, c.costs);
-}
+using ClosedFormCase = testing::UniformCase;
 
 class ClosedForms : public ::testing::TestWithParam<ClosedFormCase> {};
 

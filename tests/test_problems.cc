@@ -27,6 +27,10 @@ std::string describe_uniform(int ranks, int microbatches, const UniformCosts& co
   return name;
 }
 
+void PrintTo(const UniformCase& c, std::ostream* os) {
+  *os << describe_uniform(c.ranks, c.microbatches, c.costs);
+}
+
 Problem uniform_problem(int ranks, int chunks, int microbatches, UniformCosts costs,
                         PlacementKind placement, double p2p_latency) {
   Problem p;

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <functional>
 #include <optional>
+#include <ostream>
 #include <random>
 #include <string>
 #include <vector>
@@ -27,6 +28,14 @@ struct UniformCosts {
 // "R4_m8_F1_B1.5_W0.75_A1000_G0" (and "_C250" where stages recompute): the name a parameterised
 // test prints for a uniform problem, instead of the bytes of its parameter struct.
 std::string describe_uniform(int ranks, int microbatches, const UniformCosts& costs);
+
+// A uniform problem's shape: the parameter of tests run over several (one stage per rank).
+struct UniformCase {
+  int ranks;
+  int microbatches;
+  UniformCosts costs;
+};
+void PrintTo(const UniformCase& c, std::ostream* os);  // gtest's name for it: describe_uniform
 
 // R ranks, v chunks, m microbatches, every stage alike, ample memory, no offload link.
 Problem uniform_problem(int ranks, int chunks, int microbatches, UniformCosts costs = {},

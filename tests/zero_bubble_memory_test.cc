@@ -5,7 +5,6 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <ostream>
 #include <random>
 
 #include "compiler/metrics.h"
@@ -19,7 +18,6 @@ namespace optpipe {
 namespace {
 
 using testing::uniform_problem;
-using testing::UniformCosts;
 
 using Timed = testing::TimedSchedule;
 
@@ -46,15 +44,7 @@ void set_activation_budget(Problem& p, int64_t bytes) {
   for (int r = 0; r < p.ranks; ++r) p.budget_bytes[r] = p.static_bytes[r] + bytes;
 }
 
-struct BudgetCase {
-  int ranks;
-  int microbatches;
-  UniformCosts costs;
-};
-
-void PrintTo(const BudgetCase& c, std::ostream* os) {
-  *os << testing::describe_uniform(c.ranks, c.microbatches, c.costs);
-}
+using BudgetCase = testing::UniformCase;
 
 class ZbAutoBudgets : public ::testing::TestWithParam<BudgetCase> {};
 

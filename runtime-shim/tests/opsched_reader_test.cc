@@ -289,8 +289,6 @@ constexpr size_t kFirstAction = kRankTable + 2 * OPSCHED_RANK_RECORD_SIZE;
 TEST(OpschedReader, RefusesInconsistentContentWithValidChecksums) {
   const std::string good = small_file();
   ASSERT_EQ(open_status(resealed(good)), OPTPIPE_RT_OK);
-  const size_t rank_table = kRankTable;
-  const size_t first_action = kFirstAction;
   struct Damage {
     size_t at;
     uint32_t value;
@@ -298,12 +296,12 @@ TEST(OpschedReader, RefusesInconsistentContentWithValidChecksums) {
   for (const Damage d : {Damage{OPSCHED_OFF_STAGES, 3}, Damage{OPSCHED_OFF_RANKS, 0},
                          Damage{OPSCHED_OFF_MICROBATCHES, 0},
                          Damage{OPSCHED_HEADER_SIZE + OPSCHED_STAGE_OFF_RANK, 1},
-                         Damage{rank_table + OPSCHED_RANK_OFF_COUNT, 1000},
-                         Damage{first_action + OPSCHED_ACTION_OFF_OP, 9},
+                         Damage{kRankTable + OPSCHED_RANK_OFF_COUNT, 1000},
+                         Damage{kFirstAction + OPSCHED_ACTION_OFF_OP, 9},
                          Damage{OPSCHED_HEADER_SIZE + OPSCHED_STAGE_OFF_CHECKPOINT, 0xfffffffe},
                          Damage{OPSCHED_OFF_VERSION, 1},  // version 1 has shorter stage records
-                         Damage{first_action + OPSCHED_ACTION_OFF_STAGE, 1},
-                         Damage{first_action + OPSCHED_ACTION_OFF_MICROBATCH, 2}}) {
+                         Damage{kFirstAction + OPSCHED_ACTION_OFF_STAGE, 1},
+                         Damage{kFirstAction + OPSCHED_ACTION_OFF_MICROBATCH, 2}}) {
     std::string bad = good;
     store_u32(bad, d.at, d.value);
     EXPECT_EQ(open_status(resealed(bad)), OPTPIPE_RT_E_CORRUPT) << "offset " << d.at;
