@@ -35,6 +35,18 @@ const MethodResult* final_optimizer(const CaseResult& c) {
   return optimizer_at(c, longest);
 }
 
+// The least idle time any schedule can have, over the layouts of the optimiser's results at
+// `limit` seconds, or -1 where some layout has no such floor (recompute adds work).
+double least_idle_floor(const CaseResult& c, double limit) {
+  double least = -1;
+  for (const MethodResult& r : c.optimizer) {
+    if (!r.error.empty() || r.time_limit_seconds != limit) continue;
+    if (r.idle_floor < 0) return -1;
+    least = least < 0 ? r.idle_floor : std::min(least, r.idle_floor);
+  }
+  return least;
+}
+
 std::string cell(const MethodResult* r) {
   if (!r) return "—";
   return fmt::format("{} {:.1f} ({:.1f}%)", r->label(), r->makespan, 100 * r->idle_fraction);
@@ -101,8 +113,11 @@ std::vector<TargetTallies> tally_targets(const std::vector<CaseResult>& cases) {
       }
       const MethodResult* base = at(c, c.best_baseline);
       if (c.budget_fraction <= kTightBudget && base && base->idle_time > 0) {
-        count(t.half_the_idle_when_tight,
-              milp && milp->idle_time <= kMaxIdleOverBaseline * base->idle_time);
+        const double half = kMaxIdleOverBaseline * base->idle_time;
+        const bool met = milp && milp->idle_time <= half;
+        count(t.half_the_idle_when_tight, met);
+        const double floor = least_idle_floor(c, limit);
+        if (floor <= half + kTolerance) count(t.half_the_idle_where_possible, met);
       }
     }
     tallies.push_back(t);
@@ -129,6 +144,8 @@ std::string targets_table(const std::vector<TargetTallies>& tallies) {
   row("gap to the lower bound at most 3%, R = 4", &TargetTallies::gap_at_four_ranks);
   row("idle at most half the best baseline's, budgets at most 50%",
       &TargetTallies::half_the_idle_when_tight);
+  row("the same where some schedule can meet it (floor at most half)",
+      &TargetTallies::half_the_idle_where_possible);
   return out;
 }
 
@@ -308,7 +325,8 @@ nlohmann::json to_json(const TargetTallies& t) {
   return {{"time_limit_seconds", t.time_limit_seconds},
           {"never_worse_than_seed", tally(t.never_worse_than_seed)},
           {"gap_at_most_3_percent_at_4_ranks", tally(t.gap_at_four_ranks)},
-          {"half_the_idle_when_tight", tally(t.half_the_idle_when_tight)}};
+          {"half_the_idle_when_tight", tally(t.half_the_idle_when_tight)},
+          {"half_the_idle_where_possible", tally(t.half_the_idle_where_possible)}};
 }
 
 }  // namespace optpipe::bench
