@@ -178,21 +178,26 @@ TEST(Optimizer, CbcStopsAtTheFirstIncumbentWithinTheTargetGap) {
 
 // An interrupt (the compiler's SIGINT) stops CBC at its next node: the search returns its best
 // schedule so far, says so, and claims no proof. Uninterrupted, serial CBC takes about 18 s here
-// (above).
+// (above). The stop is timed from the interrupt: the first incumbent comes 1.7 s in, 4.4–5 s
+// under ASan, and the search returns 0.4 s after the interrupt (0.5 s under ASan).
 TEST(Optimizer, AnInterruptStopsCbcWithTheBestScheduleSoFar) {
   const Problem p = heavy_last_stage(7);
   const Schedule seed = simulate(p, one_f_one_b_order(p), "1f1b");
   std::atomic<bool> interrupted = false;
+  std::chrono::steady_clock::time_point interrupted_at;
   OptimizerOptions options{.time_limit_seconds = 120, .local_search = false};
   options.interrupted = [&] { return interrupted.load(); };
   const OptimizeResult result = optimize(p, seed, options, [&](const Schedule& s, const Metrics&) {
     EXPECT_FALSE(validate(p, s));
+    if (!interrupted) interrupted_at = std::chrono::steady_clock::now();
     interrupted = true;  // at the first better schedule
   });
+  const std::chrono::duration<double> stopping = std::chrono::steady_clock::now() - interrupted_at;
+  ASSERT_TRUE(interrupted);
   EXPECT_EQ(result.stats.status, "improved");
   EXPECT_LT(result.stats.objective, makespan_of(seed));
   EXPECT_GT(result.stats.objective, result.stats.bound + 1);
-  EXPECT_LT(result.stats.seconds, 5.0);
+  EXPECT_LT(stopping.count(), 3.0);
   EXPECT_TRUE(result.stats.note.starts_with("interrupted after")) << result.stats.note;
   EXPECT_FALSE(validate(p, result.schedule));
 }
