@@ -6,8 +6,8 @@ offloads and reloads come from the `.opsched` of the same compile. `offload_plan
 for each compute op of a rank it lists the transfers the schedule issues right after it. A loop
 that executes the CSV (or `torch.distributed.pipelining`'s runtime, through its per-action hooks)
 calls `OffloadDriver.before(op, stage, mb)` / `after(op, stage, mb)` around each compute op and
-`before_backward` / `after_backward` around each backward, with an `ActivationOffloader` holding
-the saved tensors.
+`before_backward` / `after_backward` around each backward, with a `SavedActivations` store holding
+the saved tensors. `optpipe_rt.torch.PipelineSchedule` does all of this inside torch's runtime.
 No torch import here: the plan is plain Python and tested without torch.
 """
 
@@ -81,7 +81,7 @@ def offload_plan(schedule, rank, csv_actions=None):
 
 class OffloadDriver:
     """Issues a rank's offloads/reloads from `offload_plan` through an `optpipe_rt.Rank` engine,
-    with buffers from an `ActivationOffloader` (optpipe_rt.torch_offload), as the shim's runner
+    with buffers from a `SavedActivations` store (optpipe_rt.saved_activations), as the shim's runner
     does. Call `before(op, stage, mb)` and `after(op, stage, mb)` around each compute op of the
     loop (op as the CSV names it in optpipe's terms: F, B, W or BW) and `before_backward` /
     `after_backward` around each backward.
@@ -121,8 +121,11 @@ class OffloadDriver:
                 self._copying[(stage, mb)] = self._offload_ends[(stage, mb)]
             else:
                 self._settle(self._starts[("RELOAD", stage, mb)])
-                nbytes = self.offloader._packed_size(stage, mb)
-                self.rank.reload(stage, mb, self.offloader.reload_target(stage, mb, nbytes))
+                nbytes = self.offloader.packed_bytes(stage, mb)
+                self._reload(stage, mb, nbytes, self.offloader.reload_target(stage, mb, nbytes))
+
+    def _reload(self, stage, microbatch, nbytes, target):
+        self.rank.reload(stage, microbatch, target)
 
     def _compute_key(self, op, stage, microbatch, fused_part):
         # A 2.5 CSV runs the schedule's fused BW as B then W: B starts it, W ends it.

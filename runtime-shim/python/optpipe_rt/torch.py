@@ -1,0 +1,338 @@
+"""optpipe schedules inside torch.distributed.pipelining, offloads and recomputes included.
+
+    from optpipe_rt.torch import PipelineSchedule
+    stage = PipelineStage(module, stage_index, num_stages, device)     # as for torch's schedules
+    schedule = PipelineSchedule([stage], "model.opsched", n_microbatches=8, loss_fn=loss_fn)
+    schedule.step(x, target=y, losses=losses)       # on every rank, as torch's schedules
+    schedule.offload_stats()                        # what the step offloaded, reloaded, recomputed
+
+`PipelineSchedule` runs this rank's part of an optpipe schedule: the compute order (F, B as
+torch's I, W, fused BW as torch's B) through torch's pipeline runtime, which adds the sends and
+receives, and the schedule's OFFLOAD, RELOAD and R actions where the schedule puts them: each
+transfer is issued right after the compute op it follows in the schedule (as the compiler's
+simulator issues it), on the shim's offload engine (CUDA copy streams on a GPU, the CPU backend
+otherwise), with the activations autograd saved, held through saved-tensor hooks
+(`optpipe_rt.saved_activations`). A microbatch the schedule recomputes keeps only its checkpoint
+in the forward and runs its forward again before its backward.
+
+It builds on `_PipelineScheduleRuntime`, which torch keeps private, so it supports the torch
+versions in runtime-shim/python/requirements.txt (SUPPORTED_TORCH) and refuses others.
+"""
+
+import contextlib
+import dataclasses
+import glob
+import hashlib
+import json
+import math
+import os
+import shutil
+import subprocess
+import tempfile
+
+import torch
+from torch.distributed.pipelining import schedules as _schedules
+
+from . import Rank, Schedule
+from .saved_activations import SavedActivations
+from .torch_pipelining import OffloadDriver, offload_plan
+
+SUPPORTED_TORCH = ((2, 15),)  # (major, minor) releases whose pipelining runtime this is tested on
+
+__all__ = ["PipelineSchedule", "OffloadStats", "ScheduleMismatch", "SUPPORTED_TORCH",
+           "load_schedule", "profile_sha256"]
+
+_TORCH_OPS = {"F": _schedules.FORWARD, "B": _schedules.BACKWARD_INPUT,
+              "W": _schedules.BACKWARD_WEIGHT, "BW": _schedules.FULL_BACKWARD}
+
+
+class ScheduleMismatch(ValueError):
+    """The schedule does not fit the stages, the microbatch count or the profile given."""
+
+
+@dataclasses.dataclass
+class OffloadStats:
+    """What one `step()` did on this rank beyond compute."""
+
+    offloads: int = 0
+    reloads: int = 0
+    recomputes: int = 0
+    offloaded_bytes: int = 0        # device to host
+    reloaded_bytes: int = 0         # host to device
+    peak_resident_bytes: int = 0    # saved activations on the device (measured by the hooks)
+    host_pool_peak_bytes: int = 0
+    host_pool_bytes: int = 0        # the pool's size (0: no offload engine opened)
+
+
+def _torch_version():
+    return tuple(int(part) for part in torch.__version__.split("+")[0].split(".")[:2])
+
+
+def profile_sha256(profile):
+    """SHA-256 of a profile's canonical JSON (keys sorted, no whitespace), as optpipe computes it:
+    `profile` is a path or an already parsed dict."""
+    if not isinstance(profile, dict):
+        with open(profile, encoding="utf-8") as f:
+            profile = json.load(f)
+    canonical = json.dumps(profile, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+
+def _optpipe_tool():
+    env = os.environ.get("OPTPIPE_BIN")
+    if env:
+        return env
+    found = shutil.which("optpipe")
+    if found:
+        return found
+    here = os.path.dirname(os.path.abspath(__file__))
+    repo = os.path.dirname(os.path.dirname(os.path.dirname(here)))
+    candidates = sorted(glob.glob(os.path.join(repo, "build*", "bin", "optpipe")))
+    if candidates:
+        return candidates[0]
+    raise FileNotFoundError("a JSON schedule is converted by the `optpipe` tool, which was not "
+                            "found: set OPTPIPE_BIN, put it on PATH, or pass the .opsched written "
+                            "by `optpipe-compile --format bin`")
+
+
+def load_schedule(schedule, profile=None):
+    """An `optpipe_rt.Schedule` from a .opsched path, a JSON schedule path (converted with
+    `optpipe convert`, which needs the profile it was compiled for) or a Schedule."""
+    if isinstance(schedule, Schedule):
+        return schedule
+    with open(schedule, "rb") as f:
+        head = f.read(8)
+    if head == b"OPSCHED\0":
+        return Schedule(schedule)
+    if profile is None or isinstance(profile, dict):
+        raise ScheduleMismatch(f"{schedule}: a JSON schedule needs profile= (the path of the "
+                               "profile it was compiled for) to be converted; or pass the .opsched "
+                               "written by `optpipe-compile --format bin`")
+    with open(schedule, encoding="utf-8") as f:
+        budgets = {rank["budget_bytes"] for rank in json.load(f).get("ranks", [])}
+    with tempfile.TemporaryDirectory(prefix="optpipe-") as scratch:
+        out = os.path.join(scratch, "schedule.opsched")
+        command = [_optpipe_tool(), "convert", os.fspath(profile), os.fspath(schedule), out]
+        if len(budgets) == 1:  # the budget it was compiled for, which may be --memory-budget's
+            command += ["--memory-budget", str(budgets.pop())]
+        done = subprocess.run(command, capture_output=True, text=True)
+        if done.returncode != 0:
+            raise ScheduleMismatch(f"{schedule}: optpipe convert refused it (exit "
+                                   f"{done.returncode}): {done.stderr.strip()}")
+        with open(out, "rb") as f:
+            return Schedule(f.read())
+
+
+class _Engine:
+    """The shim's offload engine for this rank, opened at the first offload so that its host pool
+    is sized from the tensors: the schedule's pool high-water mark, scaled from the profile's
+    bytes to the bytes of that first offload, with a quarter more for other shapes."""
+
+    def __init__(self, schedule, rank, device, host_pool_bytes):
+        self.schedule, self.rank = schedule, rank
+        self._device, self._pool_bytes = device, host_pool_bytes
+        self._rank = None
+        self.stats = OffloadStats()
+
+    def _open(self, stage, nbytes):
+        pool = self._pool_bytes
+        if pool <= 0:
+            planned = self.schedule.rank(self.rank)["host_pool_bytes"]
+            per_activation = max(1, self.schedule.stage(stage)["offloadable_bytes"])
+            pool = int(math.ceil(planned * nbytes / per_activation * 1.25)) + (1 << 20)
+        cuda = self._device.type == "cuda"
+        stream = torch.cuda.current_stream(self._device).cuda_stream if cuda else None
+        self._rank = Rank(self.schedule, self.rank, backend="cuda" if cuda else "cpu",
+                          host_pool_bytes=pool, cuda_device=self._device.index or 0,
+                          cuda_stream=stream)
+
+    def offload(self, stage, microbatch, device_ptr, nbytes):
+        if self._rank is None:
+            self._open(stage, nbytes)
+        self._rank.offload(stage, microbatch, device_ptr, nbytes)
+        self.stats.offloads += 1
+        self.stats.offloaded_bytes += nbytes
+        used, capacity = self._rank.host_pool_usage()
+        self.stats.host_pool_peak_bytes = max(self.stats.host_pool_peak_bytes, used)
+        self.stats.host_pool_bytes = capacity
+
+    def reload(self, stage, microbatch, device_ptr, nbytes):
+        self._rank.reload(stage, microbatch, device_ptr)
+        self.stats.reloads += 1
+        self.stats.reloaded_bytes += nbytes
+
+    def __getattr__(self, name):  # wait, synchronize, done, release: only after an offload
+        if name.startswith("_") or self._rank is None:
+            raise AttributeError(name)
+        return getattr(self._rank, name)
+
+    def close(self):
+        if self._rank is not None:
+            self._rank.close()
+            self._rank = None
+
+
+class _CountingDriver(OffloadDriver):
+    """OffloadDriver whose reloads report their byte count to the engine's statistics."""
+
+    def _reload(self, stage, microbatch, nbytes, target):
+        self.rank.reload(stage, microbatch, target, nbytes)
+
+
+class PipelineSchedule(_schedules._PipelineScheduleRuntime):
+    """Runs an optpipe schedule on this rank's `PipelineStage`s.
+
+    Args:
+        stages: this rank's stages (one per chunk the schedule places on this rank).
+        schedule: a .opsched path (`optpipe-compile --format bin`), a JSON schedule path
+            (with `profile`), or an `optpipe_rt.Schedule`.
+        n_microbatches: must equal the schedule's microbatch count.
+        loss_fn: as for torch's schedules.
+        profile: the profile the schedule was compiled for (path or parsed dict); when given, a
+            schedule compiled for another profile is refused. Needed with a JSON schedule.
+        host_pool_bytes: the pinned host pool's size (0: from the schedule and the tensors).
+        offload: False runs the compute order alone, skipping the schedule's offloads, reloads
+            and recomputes (to compare memory and step time with and without them).
+        scale_grads: as for torch's schedules.
+    Raises ScheduleMismatch before the first step when the schedule is for another world size,
+    stage count or placement, microbatch count or profile.
+    """
+
+    def __init__(self, stages, schedule, n_microbatches, loss_fn=None, *, profile=None,
+                 host_pool_bytes=0, offload=True, scale_grads=True, **kwargs):
+        if _torch_version() not in SUPPORTED_TORCH:
+            supported = ", ".join(f"{a}.{b}" for a, b in SUPPORTED_TORCH)
+            raise RuntimeError(f"optpipe_rt.torch supports torch {supported}, not "
+                               f"{torch.__version__}: it builds on torch's private pipelining "
+                               "runtime; install a supported version "
+                               "(runtime-shim/python/requirements.txt)")
+        if not stages:
+            raise ValueError("stages: give this rank's PipelineStage objects")
+        self.optpipe_schedule = load_schedule(schedule, profile)
+        self._check(stages, n_microbatches, profile)
+        super().__init__(stages, n_microbatches, loss_fn=loss_fn, scale_grads=scale_grads,
+                         **kwargs)
+        sched, rank = self.optpipe_schedule, stages[0].group_rank
+        orders = {r: [_schedules._Action(stage, _TORCH_OPS[op], mb)
+                      for op, stage, mb, *_ in sched.actions(r) if op in _TORCH_OPS]
+                  for r in range(sched.ranks)}
+        self.pipeline_order = orders
+        self._prepare_schedule_with_comms(orders)
+
+        actions = sched.actions(rank)
+        if not offload:
+            actions = [action for action in actions if action[0] in _TORCH_OPS]
+        self._recomputed = {(stage, mb) for op, stage, mb, *_ in actions if op == "R"}
+        self.scheduled = OffloadStats(
+            offloads=sum(op == "OFFLOAD" for op, *_ in actions),
+            reloads=sum(op == "RELOAD" for op, *_ in actions),
+            recomputes=len(self._recomputed))
+        self._plan = offload_plan(sched, rank) if offload else {None: []}
+        self._device = torch.device(stages[0].device)
+        self._saved = SavedActivations({s.stage_index: s.submod for s in stages}, self._device)
+        self._engine = _Engine(sched, rank, self._device, host_pool_bytes)
+        self._driver = None
+        self._history = []
+        self._restore = []
+        for stage in stages:
+            self._attach(stage)
+
+    def _check(self, stages, n_microbatches, profile):
+        sched = self.optpipe_schedule
+        first = stages[0]
+        where = f"schedule ({sched.method}, {sched.ranks} ranks, {sched.stages} stages)"
+        if first.group_size != sched.ranks:
+            raise ScheduleMismatch(f"{where} is for {sched.ranks} ranks; the pipeline group has "
+                                   f"{first.group_size}")
+        if first.num_stages != sched.stages:
+            raise ScheduleMismatch(f"{where} has {sched.stages} stages; the PipelineStages say "
+                                   f"{first.num_stages}")
+        if n_microbatches != sched.microbatches:
+            raise ScheduleMismatch(f"{where} is for {sched.microbatches} microbatches; "
+                                   f"n_microbatches is {n_microbatches}")
+        rank = first.group_rank
+        mine = sorted(s for s in range(sched.stages) if sched.stage(s)["rank"] == rank)
+        given = sorted(stage.stage_index for stage in stages)
+        if mine != given:
+            raise ScheduleMismatch(f"{where} places stages {mine} on rank {rank}; this rank's "
+                                   f"PipelineStages are {given} (another placement?)")
+        if profile is not None and profile_sha256(profile) != sched.profile_sha256:
+            raise ScheduleMismatch(f"{where} was compiled for another profile (sha256 "
+                                   f"{sched.profile_sha256[:12]}..., the profile given hashes to "
+                                   f"{profile_sha256(profile)[:12]}...)")
+
+    def _attach(self, stage):
+        s = stage.stage_index
+        forward, backward = stage.forward_one_chunk, stage.backward_one_chunk
+        backward_weight = stage.backward_weight_one_chunk
+
+        def context(info):
+            if info.is_metadata_inference:
+                return contextlib.nullcontext()
+            key = (info.stage_index, info.microbatch_index)
+            return self._saved.forward(*key, recompute=key in self._recomputed)
+
+        def forward_one_chunk(mb, *args, **kwargs):
+            self._driver.before("F", s, mb)
+            output = forward(mb, *args, **kwargs)
+            self._driver.after("F", s, mb)
+            return output
+
+        def backward_one_chunk(mb, loss=None, full_backward=True, last_backward=False):
+            op = "BW" if full_backward else "B"
+            self._driver.before(op, s, mb)
+            self._driver.before_backward(s, mb)
+            if self._saved.needs_recompute(s, mb):
+                self._saved.recompute(s, mb)
+                self._engine.stats.recomputes += 1
+            backward(mb, loss=loss, full_backward=full_backward, last_backward=last_backward)
+            self._driver.after_backward(s, mb)
+            if full_backward:
+                self._saved.forget(s, mb)
+            self._driver.after(op, s, mb)
+
+        def backward_weight_one_chunk(mb, last_backward=False):
+            self._driver.before("W", s, mb)
+            backward_weight(mb, last_backward=last_backward)
+            self._saved.forget(s, mb)
+            self._driver.after("W", s, mb)
+
+        handle = stage.register_forward_context(context)
+        stage.forward_one_chunk = forward_one_chunk
+        stage.backward_one_chunk = backward_one_chunk
+        stage.backward_weight_one_chunk = backward_weight_one_chunk
+        self._restore.append((stage, handle))
+
+    def step(self, *args, **kwargs):
+        """One iteration, as torch's schedules' step(*args, target=..., losses=...)."""
+        self._engine.stats = OffloadStats(host_pool_bytes=self._engine.stats.host_pool_bytes)
+        self._saved.reset_peak()
+        self._driver = _CountingDriver(self._engine, self._saved, self._plan)
+        try:
+            result = super().step(*args, **kwargs)
+        finally:
+            self._driver = None
+        left = self._saved.pending()
+        if left:
+            raise RuntimeError(f"rank {self.rank}: the step ended with saved activations of "
+                               f"(stage, microbatch) {left} never released")
+        stats = self._engine.stats
+        stats.peak_resident_bytes = self._saved.peak_resident_bytes
+        self._history.append(stats)
+        return result
+
+    def offload_stats(self, step=-1):
+        """OffloadStats of a step (default: the last one); compare with `scheduled`, what the
+        schedule plans for this rank per step."""
+        if not self._history:
+            raise RuntimeError("no step has run yet")
+        return self._history[step]
+
+    def close(self):
+        """Detaches from the stages and closes the offload engine."""
+        for stage, handle in self._restore:
+            handle.remove()
+            for name in ("forward_one_chunk", "backward_one_chunk", "backward_weight_one_chunk"):
+                stage.__dict__.pop(name, None)
+        self._restore = []
+        self._engine.close()

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Creates (once) the virtual environment the Python binding's tests and demo run in, outside the
+# clone so that every clone and CI run reuses it, and installs runtime-shim/python/requirements.txt
+# into it from PyPI. Prints the environment's python on stdout.
+#   OPTPIPE_VENV   where it lives (default: ${XDG_CACHE_HOME:-$HOME/.cache}/optpipe/venv)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+venv="${OPTPIPE_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/optpipe/venv}"
+requirements=runtime-shim/python/requirements.txt
+stamp="$venv/.optpipe-requirements"
+
+if [ ! -x "$venv/bin/python" ]; then
+  python3 -c 'import venv' 2>/dev/null || {
+    echo "setup-python: python3 with the venv module is needed (apt-get install python3-venv)" >&2
+    exit 1
+  }
+  echo "setup-python: creating $venv" >&2
+  mkdir -p "$(dirname "$venv")"
+  python3 -m venv "$venv"
+fi
+if ! cmp -s "$requirements" "$stamp"; then
+  echo "setup-python: installing $(grep -v '^#' "$requirements" | xargs) into $venv (once)" >&2
+  "$venv/bin/python" -m pip install --quiet --disable-pip-version-check -r "$requirements" >&2
+  cp "$requirements" "$stamp"
+fi
+echo "$venv/bin/python"
