@@ -9,12 +9,16 @@ DEMO_TIME_LIMIT ?= 10
 DEMO_TIGHT_BUDGET ?= 55GiB
 BENCH_BUILD_DIR ?= build-release
 
-.PHONY: all deps build test demo bench asan clean format
+.PHONY: all deps python-env build test demo torch-demo bench asan clean format
 
 all: build
 
 deps:
 	@tools/install-deps.sh
+
+# The Python tests' virtual environment, outside the clone (tools/setup-python.sh; PyTorch from PyPI).
+python-env:
+	@tools/setup-python.sh >/dev/null
 
 $(BUILD_DIR)/CMakeCache.txt: | deps
 	cmake -S . -B $(BUILD_DIR) -G Ninja -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) $(CMAKE_FLAGS)
@@ -22,7 +26,7 @@ $(BUILD_DIR)/CMakeCache.txt: | deps
 build: deps $(BUILD_DIR)/CMakeCache.txt
 	cmake --build $(BUILD_DIR) -j $(JOBS)
 
-test: build
+test: build python-env
 	ctest --test-dir $(BUILD_DIR) --output-on-failure -j $(JOBS)
 
 demo: build

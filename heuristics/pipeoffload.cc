@@ -36,7 +36,8 @@ void keep_better(std::optional<OffloadedSchedule>& best, OffloadedSchedule candi
 
 std::string pipeoffload_unsupported(const Problem& problem) {
   if (problem.chunks_per_rank >= 2 && problem.placement != PlacementKind::kLoop) {
-    return "needs pipeline.placement = \"loop\" with chunks_per_rank >= 2";
+    return "needs pipeline.placement = \"loop\" or chunks_per_rank = 1 (V-shape placements with "
+           "2 chunks are not supported)";
   }
   return {};
 }

@@ -309,6 +309,7 @@ struct ConvertArgs {
   std::string profile;
   std::string schedule;
   std::string output;
+  std::string budget;
 };
 
 CommandRunner add_convert_command(CLI::App& app) {
@@ -316,8 +317,10 @@ CommandRunner add_convert_command(CLI::App& app) {
   app.add_option("profile", args->profile, "Profile the schedule was compiled for")->required();
   app.add_option("schedule", args->schedule, "Schedule (optpipe.schedule/v1 JSON)")->required();
   app.add_option("output", args->output, "Binary schedule to write (.opsched)")->required();
+  add_budget_option(app, args->budget);
   return [args] {
-    const Problem problem = load_profile(args->profile);
+    Problem problem = load_profile(args->profile);
+    if (!args->budget.empty()) override_budget(problem, args->budget);
     const ScheduleFile file = load_valid_schedule(problem, args->profile, args->schedule);
     write_opsched(args->output, problem, file.schedule);
     std::cout << args->output << " written\n";

@@ -9,7 +9,8 @@ prints, per rank, the offloads, reloads and recomputes done, and the peak bytes 
 activations resident on the device; --compare runs the same compute order again without the
 schedule's offloads and recomputes and prints both peaks. Exits 1 when a gradient differs.
 
-`run(...)` is the same as a function, for tests: it returns each rank's result as a dict.
+`run(...)` and `run_many(...)` do the same as functions, for tests: they return each rank's result
+as a dict.
 """
 
 import argparse
@@ -73,42 +74,45 @@ def _close(a, b):
     return bool(((a - b).abs() <= 1e-6 * scale + RTOL * b.abs()).all())
 
 
-def _worker(rank, world, port, schedule_path, profile, hidden, batch_size, seed, offload, out_dir):
+def _run_job(rank, schedule_path, profile, hidden, batch_size, seed, offload):
+    schedule = optpipe_rt.torch.load_schedule(schedule_path, profile)
+    microbatches, num_stages = schedule.microbatches, schedule.stages
+    mine = [s for s in range(num_stages) if schedule.stage(s)["rank"] == rank]
+    modules = {s: stage_module(hidden, s, seed) for s in mine}
+    stages = [PipelineStage(modules[s], s, num_stages, torch.device("cpu")) for s in mine]
+    pipeline = PipelineSchedule(stages, schedule, microbatches, loss_fn=loss_fn, profile=profile,
+                                offload=offload)
+    x, y = batch(hidden, batch_size, seed)
+    losses = []
+    if 0 in mine:
+        pipeline.step(x, target=y, losses=losses)
+    else:
+        pipeline.step(target=y, losses=losses)
+    stats = pipeline.offload_stats()
+    pipeline.close()
+
+    ref_losses, ref_grads = reference([stage_module(hidden, s, seed) for s in range(num_stages)],
+                                      x, y, microbatches)
+    grads_equal = all(_close(p.grad, ref) for s in mine
+                      for p, ref in zip(modules[s].parameters(), ref_grads[s]))
+    losses_equal = all(abs(a.item() - b) <= RTOL * abs(b) for a, b in zip(losses, ref_losses))
+    return {"rank": rank, "stages": mine, "grads_equal": grads_equal,
+            "losses_equal": losses_equal and len(losses) == (microbatches if
+                                                             num_stages - 1 in mine else 0),
+            "losses": [float(v.detach()) for v in losses], "stats": vars(stats),
+            "scheduled": vars(pipeline.scheduled),
+            "microbatch_bytes": batch_size // microbatches * hidden * x.element_size()}
+
+
+def _worker(rank, world, port, jobs, hidden, batch_size, seed, out_dir):
     torch.set_num_threads(1)
     store = dist.TCPStore("127.0.0.1", port, world, rank == 0, use_libuv=True)
     dist.init_process_group("gloo", store=store, rank=rank, world_size=world)
     try:
-        schedule = optpipe_rt.torch.load_schedule(schedule_path, profile)
-        microbatches, num_stages = schedule.microbatches, schedule.stages
-        mine = [s for s in range(num_stages) if schedule.stage(s)["rank"] == rank]
-        modules = {s: stage_module(hidden, s, seed) for s in mine}
-        stages = [PipelineStage(modules[s], s, num_stages, torch.device("cpu")) for s in mine]
-        pipeline = PipelineSchedule(stages, schedule, microbatches, loss_fn=loss_fn,
-                                    profile=profile, offload=offload)
-        x, y = batch(hidden, batch_size, seed)
-        losses = []
-        kwargs = {}
-        if 0 in mine:
-            kwargs["args"] = (x,)
-        if num_stages - 1 in mine:
-            kwargs.update(target=y, losses=losses)
-        pipeline.step(*kwargs.pop("args", ()), **kwargs)
-        stats = pipeline.offload_stats()
-        pipeline.close()
-
-        ref_losses, ref_grads = reference([stage_module(hidden, s, seed)
-                                           for s in range(num_stages)], x, y, microbatches)
-        grads_equal = all(_close(p.grad, ref) for s in mine
-                          for p, ref in zip(modules[s].parameters(), ref_grads[s]))
-        losses_equal = all(abs(a.item() - b) <= RTOL * abs(b) for a, b in zip(losses, ref_losses))
-        weights = {p.untyped_storage().data_ptr() for s in mine for p in modules[s].parameters()}
-        result = {"rank": rank, "stages": mine, "grads_equal": grads_equal,
-                  "losses_equal": losses_equal, "losses": [float(v) for v in losses],
-                  "stats": vars(stats), "scheduled": vars(pipeline.scheduled),
-                  "microbatch_bytes": batch_size // microbatches * hidden * x.element_size(),
-                  "weight_storages": len(weights)}
+        results = [_run_job(rank, job["schedule"], job.get("profile"), hidden, batch_size, seed,
+                            job.get("offload", True)) for job in jobs]
         with open(os.path.join(out_dir, f"rank{rank}.json"), "w") as f:
-            json.dump(result, f)
+            json.dump(results, f)
     finally:
         dist.destroy_process_group()
 
@@ -119,19 +123,29 @@ def _free_port():
         return s.getsockname()[1]
 
 
-def run(schedule_path, profile=None, hidden=64, batch_size=32, seed=1, offload=True):
-    """Runs one step of the schedule on as many CPU processes as it has ranks: each rank's result
-    (grads_equal, losses_equal, stats, scheduled, ...), in rank order."""
-    ranks = optpipe_rt.torch.load_schedule(schedule_path, profile).ranks
+def run_many(jobs, hidden=64, batch_size=32, seed=1):
+    """Runs one step of each job ({"schedule": path, "profile": path or None, "offload": bool})
+    in one group of CPU processes, one per rank (every job has the same rank count): per job, the
+    ranks' results (grads_equal, losses_equal, stats, scheduled, ...) in rank order."""
+    ranks = {optpipe_rt.torch.load_schedule(job["schedule"], job.get("profile")).ranks
+             for job in jobs}
+    if len(ranks) != 1:
+        raise ValueError(f"the jobs' schedules have different rank counts: {sorted(ranks)}")
+    ranks = ranks.pop()
     with tempfile.TemporaryDirectory(prefix="optpipe-mlp-") as out_dir:
         mp.start_processes(_worker, nprocs=ranks, start_method="fork",
-                           args=(ranks, _free_port(), schedule_path, profile, hidden, batch_size,
-                                 seed, offload, out_dir))
-        results = []
+                           args=(ranks, _free_port(), jobs, hidden, batch_size, seed, out_dir))
+        per_rank = []
         for rank in range(ranks):
             with open(os.path.join(out_dir, f"rank{rank}.json")) as f:
-                results.append(json.load(f))
-    return results
+                per_rank.append(json.load(f))
+    return [[per_rank[r][j] for r in range(ranks)] for j in range(len(jobs))]
+
+
+def run(schedule_path, profile=None, hidden=64, batch_size=32, seed=1, offload=True):
+    """One job of run_many: each rank's result, in rank order."""
+    job = {"schedule": schedule_path, "profile": profile, "offload": offload}
+    return run_many([job], hidden, batch_size, seed)[0]
 
 
 def _mib(nbytes):
@@ -147,9 +161,11 @@ def main():
     parser.add_argument("--compare", action="store_true",
                         help="also run without the schedule's offloads and recomputes")
     args = parser.parse_args()
-    results = run(args.schedule, args.profile, args.hidden, args.batch)
-    plain = run(args.schedule, args.profile, args.hidden, args.batch, offload=False) \
-        if args.compare else None
+    jobs = [{"schedule": args.schedule, "profile": args.profile, "offload": True}]
+    if args.compare:
+        jobs.append(dict(jobs[0], offload=False))
+    results, *rest = run_many(jobs, args.hidden, args.batch)
+    plain = rest[0] if rest else None
     ok = True
     for i, r in enumerate(results):
         s = r["stats"]

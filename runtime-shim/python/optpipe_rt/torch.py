@@ -40,7 +40,7 @@ from .torch_pipelining import OffloadDriver, offload_plan
 SUPPORTED_TORCH = ((2, 15),)  # (major, minor) releases whose pipelining runtime this is tested on
 
 __all__ = ["PipelineSchedule", "OffloadStats", "ScheduleMismatch", "SUPPORTED_TORCH",
-           "load_schedule", "profile_sha256"]
+           "check_stages", "load_schedule", "profile_sha256"]
 
 _TORCH_OPS = {"F": _schedules.FORWARD, "B": _schedules.BACKWARD_INPUT,
               "W": _schedules.BACKWARD_WEIGHT, "BW": _schedules.FULL_BACKWARD}
@@ -121,6 +121,34 @@ def load_schedule(schedule, profile=None):
                                    f"{done.returncode}): {done.stderr.strip()}")
         with open(out, "rb") as f:
             return Schedule(f.read())
+
+
+def check_stages(sched, stages, n_microbatches, profile=None):
+    """Raises ScheduleMismatch unless `sched` (an optpipe_rt.Schedule) is for the pipeline these
+    stages (this rank's PipelineStage objects, or anything with their group_size, group_rank,
+    num_stages and stage_index) make: world size, stage count, this rank's stages, microbatches,
+    and, when `profile` is given, the profile's hash."""
+    first = stages[0]
+    where = f"schedule ({sched.method}, {sched.ranks} ranks, {sched.stages} stages)"
+    if first.group_size != sched.ranks:
+        raise ScheduleMismatch(f"{where} is for {sched.ranks} ranks; the pipeline group has "
+                               f"{first.group_size}")
+    if first.num_stages != sched.stages:
+        raise ScheduleMismatch(f"{where} has {sched.stages} stages; the PipelineStages say "
+                               f"{first.num_stages}")
+    if n_microbatches != sched.microbatches:
+        raise ScheduleMismatch(f"{where} is for {sched.microbatches} microbatches; "
+                               f"n_microbatches is {n_microbatches}")
+    rank = first.group_rank
+    mine = sorted(s for s in range(sched.stages) if sched.stage(s)["rank"] == rank)
+    given = sorted(stage.stage_index for stage in stages)
+    if mine != given:
+        raise ScheduleMismatch(f"{where} places stages {mine} on rank {rank}; this rank's "
+                               f"PipelineStages are {given} (another placement?)")
+    if profile is not None and profile_sha256(profile) != sched.profile_sha256:
+        raise ScheduleMismatch(f"{where} was compiled for another profile (sha256 "
+                               f"{sched.profile_sha256[:12]}..., the profile given hashes to "
+                               f"{profile_sha256(profile)[:12]}...)")
 
 
 class _Engine:
@@ -209,7 +237,7 @@ class PipelineSchedule(_schedules._PipelineScheduleRuntime):
         if not stages:
             raise ValueError("stages: give this rank's PipelineStage objects")
         self.optpipe_schedule = load_schedule(schedule, profile)
-        self._check(stages, n_microbatches, profile)
+        check_stages(self.optpipe_schedule, stages, n_microbatches, profile)
         super().__init__(stages, n_microbatches, loss_fn=loss_fn, scale_grads=scale_grads,
                          **kwargs)
         sched, rank = self.optpipe_schedule, stages[0].group_rank
@@ -236,30 +264,6 @@ class PipelineSchedule(_schedules._PipelineScheduleRuntime):
         self._restore = []
         for stage in stages:
             self._attach(stage)
-
-    def _check(self, stages, n_microbatches, profile):
-        sched = self.optpipe_schedule
-        first = stages[0]
-        where = f"schedule ({sched.method}, {sched.ranks} ranks, {sched.stages} stages)"
-        if first.group_size != sched.ranks:
-            raise ScheduleMismatch(f"{where} is for {sched.ranks} ranks; the pipeline group has "
-                                   f"{first.group_size}")
-        if first.num_stages != sched.stages:
-            raise ScheduleMismatch(f"{where} has {sched.stages} stages; the PipelineStages say "
-                                   f"{first.num_stages}")
-        if n_microbatches != sched.microbatches:
-            raise ScheduleMismatch(f"{where} is for {sched.microbatches} microbatches; "
-                                   f"n_microbatches is {n_microbatches}")
-        rank = first.group_rank
-        mine = sorted(s for s in range(sched.stages) if sched.stage(s)["rank"] == rank)
-        given = sorted(stage.stage_index for stage in stages)
-        if mine != given:
-            raise ScheduleMismatch(f"{where} places stages {mine} on rank {rank}; this rank's "
-                                   f"PipelineStages are {given} (another placement?)")
-        if profile is not None and profile_sha256(profile) != sched.profile_sha256:
-            raise ScheduleMismatch(f"{where} was compiled for another profile (sha256 "
-                                   f"{sched.profile_sha256[:12]}..., the profile given hashes to "
-                                   f"{profile_sha256(profile)[:12]}...)")
 
     def _attach(self, stage):
         s = stage.stage_index

@@ -246,6 +246,8 @@ try:
     import torch  # noqa: F401
     HAVE_TORCH = True
 except ImportError:
+    if os.environ.get("OPTPIPE_REQUIRE_TORCH"):  # ctest: a missing torch fails, never skips
+        raise
     HAVE_TORCH = False
 
 
@@ -253,7 +255,7 @@ except ImportError:
 class TorchOffloadTest(unittest.TestCase):
     def test_saved_tensors_round_trip_through_the_shim(self):
         import torch
-        from optpipe_rt.torch_offload import ActivationOffloader
+        from optpipe_rt.saved_activations import SavedActivations
 
         torch.manual_seed(0)
         layer = torch.nn.Linear(NBYTES // 16, NBYTES // 16)
@@ -266,11 +268,13 @@ class TorchOffloadTest(unittest.TestCase):
 
         expected = reference()
         layer.zero_grad()
-        offloader = ActivationOffloader(device="cpu")
+        offloader = SavedActivations({0: layer}, device="cpu")
         rank = optpipe_rt.Rank(self.schedule_for_torch(), 0, backend="cpu")
         with offloader.forward(0, 0):
             loss = layer(x).tanh().sum()
         ptr, nbytes = offloader.offload_source(0, 0)
+        # The activations only: the input and tanh's output, 512 bytes each; not the weight.
+        self.assertEqual(nbytes, 2 * x.numel() * x.element_size())
         rank.offload(0, 0, ptr, nbytes)
         rank.synchronize(0, 0)
         offloader.offload_complete(0, 0)
@@ -278,11 +282,15 @@ class TorchOffloadTest(unittest.TestCase):
         rank.wait(0, 0)
         loss.backward()
         rank.release(0, 0)
+        offloader.forget(0, 0)
         self.assertTrue(torch.equal(layer.weight.grad, expected))
+        self.assertEqual(offloader.resident_bytes, 0)
 
     @staticmethod
     def schedule_for_torch():
-        return optpipe_rt.Schedule(opsched(ONE_RANK, [0, 0], 2, activation=1 << 20))
+        # The reader refuses transfers of other byte counts than the stage's offloadable bytes.
+        actions = [a[:5] + ((1 << 20) if a[5] else 0,) for a in ONE_RANK[0]]
+        return optpipe_rt.Schedule(opsched([actions], [0, 0], 2, activation=1 << 20))
 
 
 
@@ -316,7 +324,7 @@ class OffloadDriverTest(unittest.TestCase):
                 super().offload_complete(s, j)
                 self.log.append(("FREED", s, j))
 
-            def _packed_size(self, s, j):
+            def packed_bytes(self, s, j):
                 return NBYTES
 
         # ONE_RANK with stage 0's microbatch 1 offloaded too, reloaded after BW(0, 0), which a
@@ -364,17 +372,20 @@ def one_rank_offloading(microbatches):
 class TorchStages:
     """Two MLP stages trained on `microbatches` batches in the runner's order. Stage 1's input is a
     detached copy of stage 0's output (as a pipeline boundary would receive it); its gradient goes
-    back to stage 0's backward. With an offloader, stage 0's saved activations go to the shim."""
+    back to stage 0's backward. With offload, a SavedActivations store holds what the forwards save
+    and stage 0's activations go to the shim."""
 
-    def __init__(self, device, offloader=None, microbatches=4, width=1024, batch=256):
+    def __init__(self, device, offload=False, microbatches=4, width=1024, batch=256):
         import torch
+        from optpipe_rt.saved_activations import SavedActivations
 
         torch.manual_seed(0)
         self.stages = [torch.nn.Sequential(torch.nn.Linear(width, 4 * width), torch.nn.GELU(),
                                            torch.nn.Linear(4 * width, width)).to(device)
                        for _ in range(2)]
         self.batches = [torch.randn(batch, width, device=device) for _ in range(microbatches)]
-        self.offloader = offloader
+        offloader = self.offloader = \
+            SavedActivations(dict(enumerate(self.stages)), device) if offload else None
         if offloader is not None:
             self.offload_source = offloader.offload_source
             self.offload_complete = offloader.offload_complete
@@ -414,15 +425,13 @@ class TorchCudaOffloadTest(unittest.TestCase):
     """tools/gpu-check.sh: the offload hooks on a GPU through the shim's CUDA backend."""
 
     def test_offloaded_training_step_matches_the_resident_one_with_less_memory(self):
-        from optpipe_rt.torch_offload import ActivationOffloader
-
         microbatches = 4
         stream = torch.cuda.current_stream().cuda_stream
 
-        def step(offloader, run):
-            model = TorchStages("cuda", offloader, microbatches)
+        def step(offload, run):
+            model = TorchStages("cuda", offload, microbatches)
             actions = one_rank_offloading(microbatches)
-            if offloader is None:  # the same order without its transfers
+            if not offload:  # the same order without its transfers
                 actions = [[a for a in actions[0] if a[0] not in (OFFLOAD, RELOAD)]]
             rank = optpipe_rt.Rank(optpipe_rt.Schedule(opsched(actions, [0, 0], microbatches)),
                                    0, backend="cuda", cuda_stream=stream,
@@ -431,7 +440,7 @@ class TorchCudaOffloadTest(unittest.TestCase):
             torch.cuda.synchronize()
             torch.cuda.reset_peak_memory_stats()
             base = torch.cuda.memory_allocated()
-            run(rank, model, offloader)
+            run(rank, model, model.offloader)
             torch.cuda.synchronize()
             peak = torch.cuda.max_memory_allocated() - base
             rank.close()
@@ -443,10 +452,10 @@ class TorchCudaOffloadTest(unittest.TestCase):
         def by_the_csv_driver(rank, model, offloader):
             drive_like_a_csv_loop(rank, model, offloader)
 
-        resident, resident_peak = step(None, by_the_runner)
+        resident, resident_peak = step(False, by_the_runner)
         peaks = {}
         for name, run in (("runner", by_the_runner), ("CSV driver", by_the_csv_driver)):
-            offloaded, peaks[name] = step(ActivationOffloader(device="cuda"), run)
+            offloaded, peaks[name] = step(True, run)
             for j in range(microbatches):
                 self.assertTrue(torch.equal(offloaded.losses[j], resident.losses[j]), (name, j))
             for got, want in zip(offloaded.gradients(), resident.gradients()):
