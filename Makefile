@@ -34,6 +34,15 @@ demo: build
 	$(BUILD_DIR)/bin/optpipe-compile $(DEMO_PROFILE) --time-limit $(DEMO_TIME_LIMIT) --threads 2 \
 	  --memory-budget $(DEMO_TIGHT_BUDGET) -o $(BUILD_DIR)/demo-schedule-tight.json
 
+# An offloading schedule in PyTorch: compiles examples/mlp-4rank.json (its budget forces offloads
+# and recomputes) and runs it on 4 gloo CPU processes, checked against a single-process reference.
+torch-demo: build python-env
+	$(BUILD_DIR)/bin/optpipe-compile examples/mlp-4rank.json --time-limit 5 --threads 2 -q \
+	  --format bin -o $(BUILD_DIR)/mlp-4rank.opsched
+	OPTPIPE_RT_LIBRARY=$(BUILD_DIR)/runtime-shim/liboptpipe_rt.so "$$(tools/setup-python.sh)" \
+	  runtime-shim/python/examples/mlp_pipeline.py $(BUILD_DIR)/mlp-4rank.opsched \
+	  --profile examples/mlp-4rank.json --compare
+
 # Benchmark harness, quick suite (docs/benchmarks.md), from its own Release build; about 2 minutes.
 bench: deps
 	OPTPIPE_BENCH_BUILD_DIR=$(BENCH_BUILD_DIR) JOBS=$(JOBS) CMAKE_FLAGS="$(CMAKE_FLAGS)" bench/run --suite quick --out $(BENCH_BUILD_DIR)/bench-quick

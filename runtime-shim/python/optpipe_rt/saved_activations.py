@@ -277,7 +277,7 @@ class SavedActivations:
         for i, stored in enumerate(entry.stored):
             if stored is None:
                 start, end = _span(captured[i])
-                self._hold(("recomputed", key, i), end - start)
+                self._hold(self._recomputed_key(captured[i]), end - start)
 
     def _view(self, entry, stored):
         if stored.tensor is not None:
@@ -288,6 +288,11 @@ class SavedActivations:
         return view.set_(entry.buffer.untyped_storage(), first // stored.dtype.itemsize,
                          stored.shape, stored.stride)
 
+    @staticmethod
+    def _recomputed_key(tensor):
+        # A tensor saved twice (one op's output, the next op's input) is held once.
+        return ("recomputed", tensor.untyped_storage().data_ptr()) + _span(tensor)
+
     def forget(self, stage, microbatch):
         """Drops everything about (stage, mb): call after its last backward."""
         key = (stage, microbatch)
@@ -297,7 +302,7 @@ class SavedActivations:
         for i, stored in enumerate(entry.stored):
             if stored is None:
                 if entry.recomputed is not None:
-                    self._drop(("recomputed", key, i))
+                    self._drop(self._recomputed_key(entry.recomputed[i]))
             elif stored.tensor is not None and not stored.weight:
                 self._drop(stored.bytes_key)
         if entry.buffer is not None:
