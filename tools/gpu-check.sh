@@ -3,7 +3,9 @@
 # CUDA backend on a real device (the CUDA engine and runner tests, the CPU-backend suites, the
 # Python binding with PyTorch's offload hooks on the GPU), compute-sanitizer over the CUDA tests
 # where it is installed, and measures pinned D2H/H2D bandwidth through the offload engine against a
-# plain cudaMemcpyAsync loop (target: >= 90%). Every step runs; the exit status is 1 if any failed.
+# plain cudaMemcpyAsync loop (target: >= 90%), and runs optpipe_rt.torch.PipelineSchedule on the GPU
+# with examples/mlp-1rank.json's offloading schedule, with and without its offloads (step time,
+# torch.cuda.max_memory_allocated). Every step runs; the exit status is 1 if any failed.
 #
 #   tools/gpu-check.sh                 build in build-gpu (needs the build dependencies), then check
 #   tools/gpu-check.sh --bundle DIR    build, then copy the programs and the shared libraries they
@@ -24,10 +26,17 @@ build() {
     cmake --build "$build_dir" -j"$(nproc)" --target optpipe_rt "${programs[@]}"
 }
 
+# The 1-rank offloading schedule the torch step runs (the compiler needs CBC: built here).
+compile_schedule() {
+  cmake -S . -B build -G Ninja >/dev/null && cmake --build build --target optpipe-compile &&
+    build/bin/optpipe-compile examples/mlp-1rank.json --method adaoffload --format bin -q -o "$1"
+}
+
 bundle() {
   local build_dir=build-gpu dir=$1
   build "$build_dir" || exit 1
   rm -rf "$dir" && mkdir -p "$dir/bin" "$dir/lib" || exit 1
+  compile_schedule "$dir/mlp-1rank.opsched" || exit 1
   for program in "${programs[@]}"; do cp "$build_dir/bin/$program" "$dir/bin/"; done
   cp "$build_dir/runtime-shim/liboptpipe_rt.so" "$dir/lib/"
   # Every shared library outside the C/C++ runtime that the programs load (CBC, fmt, cudart, ...).
@@ -47,7 +56,7 @@ step() {
 }
 
 check() {
-  local bin=$1 library=$2
+  local bin=$1 library=$2 schedule=$3
   nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
   step "$bin/cuda_backend_test"
   step "$bin/offload_engine_test"
@@ -63,6 +72,9 @@ check() {
          --gtest_brief=1 --gtest_filter='CudaEngine.*'
   fi
   step "$bin/optpipe_rt_bandwidth" "$mib" "$iterations"
+  step env OPTPIPE_RT_LIBRARY="$library" PYTHONUNBUFFERED=1 \
+       python3 runtime-shim/python/examples/mlp_pipeline.py "$schedule" --device cuda --compare \
+       --steps 3 --hidden "${GPU_CHECK_HIDDEN:-4096}" --batch "${GPU_CHECK_BATCH:-2048}"
   echo "== $failures step(s) failed"
   [[ $failures == 0 ]]
 }
@@ -72,11 +84,12 @@ case ${1:-} in
   --run)
     dir=$(cd "${2:?--run DIR}" && pwd) || exit 2
     export LD_LIBRARY_PATH="$dir/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-    check "$dir/bin" "$dir/lib/liboptpipe_rt.so"
+    check "$dir/bin" "$dir/lib/liboptpipe_rt.so" "$dir/mlp-1rank.opsched"
     ;;
   "")
     build build-gpu || exit 1
-    check build-gpu/bin "$PWD/build-gpu/runtime-shim/liboptpipe_rt.so"
+    compile_schedule build-gpu/mlp-1rank.opsched || exit 1
+    check build-gpu/bin "$PWD/build-gpu/runtime-shim/liboptpipe_rt.so" build-gpu/mlp-1rank.opsched
     ;;
   *) echo "usage: tools/gpu-check.sh [--bundle DIR | --run DIR]" >&2; exit 2 ;;
 esac

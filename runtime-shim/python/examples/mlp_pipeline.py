@@ -19,6 +19,7 @@ import os
 import socket
 import sys
 import tempfile
+import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
@@ -74,25 +75,40 @@ def _close(a, b):
     return bool(((a - b).abs() <= 1e-6 * scale + RTOL * b.abs()).all())
 
 
-def _run_job(rank, schedule_path, profile, hidden, batch_size, seed, offload):
+def _run_job(rank, schedule_path, profile, hidden, batch_size, seed, offload, device="cpu",
+             steps=1):
+    device = torch.device(device)
+    cuda = device.type == "cuda"
     schedule = optpipe_rt.torch.load_schedule(schedule_path, profile)
     microbatches, num_stages = schedule.microbatches, schedule.stages
     mine = [s for s in range(num_stages) if schedule.stage(s)["rank"] == rank]
-    modules = {s: stage_module(hidden, s, seed) for s in mine}
-    stages = [PipelineStage(modules[s], s, num_stages, torch.device("cpu")) for s in mine]
+    modules = {s: stage_module(hidden, s, seed).to(device) for s in mine}
+    stages = [PipelineStage(modules[s], s, num_stages, device) for s in mine]
     pipeline = PipelineSchedule(stages, schedule, microbatches, loss_fn=loss_fn, profile=profile,
                                 offload=offload)
-    x, y = batch(hidden, batch_size, seed)
-    losses = []
-    if 0 in mine:
-        pipeline.step(x, target=y, losses=losses)
-    else:
-        pipeline.step(target=y, losses=losses)
+    x, y = (t.to(device) for t in batch(hidden, batch_size, seed))
+    for _ in range(steps):  # the last step is measured; earlier ones warm up
+        for module in modules.values():
+            module.zero_grad(set_to_none=True)
+        losses = []
+        if cuda:
+            torch.cuda.synchronize(device)
+            torch.cuda.reset_peak_memory_stats(device)
+            base = torch.cuda.memory_allocated(device)
+        start = time.perf_counter()
+        if 0 in mine:
+            pipeline.step(x, target=y, losses=losses)
+        else:
+            pipeline.step(target=y, losses=losses)
+        if cuda:
+            torch.cuda.synchronize(device)
+        seconds = time.perf_counter() - start
+    peak_allocated = torch.cuda.max_memory_allocated(device) - base if cuda else None
     stats = pipeline.offload_stats()
     pipeline.close()
 
-    ref_losses, ref_grads = reference([stage_module(hidden, s, seed) for s in range(num_stages)],
-                                      x, y, microbatches)
+    ref_losses, ref_grads = reference([stage_module(hidden, s, seed).to(device)
+                                       for s in range(num_stages)], x, y, microbatches)
     grads_equal = all(_close(p.grad, ref) for s in mine
                       for p, ref in zip(modules[s].parameters(), ref_grads[s]))
     losses_equal = all(abs(a.item() - b) <= RTOL * abs(b) for a, b in zip(losses, ref_losses))
@@ -100,17 +116,18 @@ def _run_job(rank, schedule_path, profile, hidden, batch_size, seed, offload):
             "losses_equal": losses_equal and len(losses) == (microbatches if
                                                              num_stages - 1 in mine else 0),
             "losses": [float(v.detach()) for v in losses], "stats": vars(stats),
-            "scheduled": vars(pipeline.scheduled),
+            "scheduled": vars(pipeline.scheduled), "step_seconds": seconds,
+            "peak_allocated_bytes": peak_allocated,
             "microbatch_bytes": batch_size // microbatches * hidden * x.element_size()}
 
 
-def _worker(rank, world, port, jobs, hidden, batch_size, seed, out_dir):
-    torch.set_num_threads(1)
+def _worker(rank, world, port, jobs, hidden, batch_size, seed, out_dir, device, steps):
+    torch.set_num_threads(1 if world > 1 else torch.get_num_threads())
     store = dist.TCPStore("127.0.0.1", port, world, rank == 0, use_libuv=True)
     dist.init_process_group("gloo", store=store, rank=rank, world_size=world)
     try:
         results = [_run_job(rank, job["schedule"], job.get("profile"), hidden, batch_size, seed,
-                            job.get("offload", True)) for job in jobs]
+                            job.get("offload", True), device, steps) for job in jobs]
         with open(os.path.join(out_dir, f"rank{rank}.json"), "w") as f:
             json.dump(results, f)
     finally:
@@ -123,7 +140,7 @@ def _free_port():
         return s.getsockname()[1]
 
 
-def run_many(jobs, hidden=64, batch_size=32, seed=1):
+def run_many(jobs, hidden=64, batch_size=32, seed=1, device="cpu", steps=1):
     """Runs one step of each job ({"schedule": path, "profile": path or None, "offload": bool})
     in one group of CPU processes, one per rank (every job has the same rank count): per job, the
     ranks' results (grads_equal, losses_equal, stats, scheduled, ...) in rank order."""
@@ -132,9 +149,13 @@ def run_many(jobs, hidden=64, batch_size=32, seed=1):
     if len(ranks) != 1:
         raise ValueError(f"the jobs' schedules have different rank counts: {sorted(ranks)}")
     ranks = ranks.pop()
+    if torch.device(device).type == "cuda" and ranks != 1:
+        raise ValueError(f"--device cuda runs every rank on one GPU, which needs a schedule of "
+                         f"1 rank; this one has {ranks}")
     with tempfile.TemporaryDirectory(prefix="optpipe-mlp-") as out_dir:
         mp.start_processes(_worker, nprocs=ranks, start_method="fork",
-                           args=(ranks, _free_port(), jobs, hidden, batch_size, seed, out_dir))
+                           args=(ranks, _free_port(), jobs, hidden, batch_size, seed, out_dir,
+                                 device, steps))
         per_rank = []
         for rank in range(ranks):
             with open(os.path.join(out_dir, f"rank{rank}.json")) as f:
@@ -160,11 +181,15 @@ def main():
     parser.add_argument("--batch", type=int, default=64, help="batch size (default 64)")
     parser.add_argument("--compare", action="store_true",
                         help="also run without the schedule's offloads and recomputes")
+    parser.add_argument("--device", default="cpu",
+                        help="cpu (default: gloo, a process per rank) or cuda (a 1-rank schedule)")
+    parser.add_argument("--steps", type=int, default=1,
+                        help="steps to run; the last one is measured (default 1)")
     args = parser.parse_args()
     jobs = [{"schedule": args.schedule, "profile": args.profile, "offload": True}]
     if args.compare:
         jobs.append(dict(jobs[0], offload=False))
-    results, *rest = run_many(jobs, args.hidden, args.batch)
+    results, *rest = run_many(jobs, args.hidden, args.batch, device=args.device, steps=args.steps)
     plain = rest[0] if rest else None
     ok = True
     for i, r in enumerate(results):
@@ -175,6 +200,15 @@ def main():
         if plain:
             line += f" (without offload {_mib(plain[i]['stats']['peak_resident_bytes'])})"
         print(line)
+        timing = f"  step {r['step_seconds'] * 1e3:.1f} ms"
+        if r["peak_allocated_bytes"] is not None:
+            timing += f", torch.cuda.max_memory_allocated {_mib(r['peak_allocated_bytes'])}"
+        if plain:
+            p = plain[i]
+            timing += f"; without offload step {p['step_seconds'] * 1e3:.1f} ms"
+            if p["peak_allocated_bytes"] is not None:
+                timing += f", max_memory_allocated {_mib(p['peak_allocated_bytes'])}"
+        print(timing)
         if r["losses"]:
             print(f"  loss per microbatch: {', '.join(f'{v:.6f}' for v in r['losses'])}")
         ok &= r["grads_equal"] and r["losses_equal"]
