@@ -17,13 +17,8 @@ sys.path.insert(0, os.path.join(HERE, "..", "examples"))
 
 import optpipe_rt  # noqa: E402
 
-try:
-    import torch  # noqa: F401
-    HAVE_TORCH = True
-except ImportError:
-    if os.environ.get("OPTPIPE_REQUIRE_TORCH"):  # ctest: a missing torch fails, never skips
-        raise
-    HAVE_TORCH = False
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from torch_guard import HAVE_TORCH  # noqa: E402
 
 MIB = 1 << 20
 
