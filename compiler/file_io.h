@@ -3,15 +3,27 @@
 
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 namespace optpipe {
 
 // InputError "cannot read <path>: <reason>" when the file cannot be read.
 std::string read_text_file(const std::string& path);
 
-// Writes `content` to `path` via a temporary file in the same directory and a rename; InputError
-// naming the path when it cannot.
+// Writes `content` to `path`, "-" meaning stdout. A regular file (or none) is replaced whole: the
+// content goes to a temporary file in the same directory, is flushed to disk, and is renamed over
+// it, keeping the old file's permissions. A symlink is followed, so its target is what is
+// replaced. Anything else (a device such as /dev/null, a FIFO, a terminal) is written through,
+// never replaced. InputError naming the path when it cannot.
 void write_file_atomically(const std::string& path, std::string_view content);
+
+// InputError (exit 2) when two of these paths name the same existing regular file (same device
+// and inode, whatever the names), naming both roles: an output would overwrite an input, or
+// another output. Each entry is {role, path}, e.g. {"-o", "s.json"}, {"profile", "p.json"}; empty
+// paths and "-" are skipped. Devices, FIFOs and missing files are not compared.
+void check_distinct_files(const std::vector<std::pair<std::string, std::string>>& inputs,
+                          const std::vector<std::pair<std::string, std::string>>& outputs);
 
 // The same InputError as write_file_atomically would throw where `path` cannot be written: its
 // directory is missing or read-only, or it is a directory. For paths written only after a long

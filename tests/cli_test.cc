@@ -251,17 +251,16 @@ TEST_F(CliTest, BinaryFormatAndConvertWriteTheShimsFile) {
 
 TEST_F(CliTest, ConvertRecordsTheBudgetTheScheduleWasCompiledFor) {
   const std::string budget = " --method zb-auto --memory-budget 60GiB";
-  ASSERT_EQ(run("optpipe-compile", example("gpt-4rank.json") + budget + " --format bin -o " +
-                                       path("tight.opsched"))
+  ASSERT_EQ(run("optpipe-compile",
+                example("gpt-4rank.json") + budget + " --format bin -o " + path("tight.opsched"))
                 .exit_code,
             0);
-  ASSERT_EQ(
-      run("optpipe-compile", example("gpt-4rank.json") + budget + " -o " + path("tight.json"))
-          .exit_code,
-      0);
-  CommandResult r = run("optpipe", "convert " + example("gpt-4rank.json") + " " +
-                                       path("tight.json") + " " + path("c.opsched") +
-                                       " --memory-budget 60GiB");
+  ASSERT_EQ(run("optpipe-compile", example("gpt-4rank.json") + budget + " -o " + path("tight.json"))
+                .exit_code,
+            0);
+  CommandResult r =
+      run("optpipe", "convert " + example("gpt-4rank.json") + " " + path("tight.json") + " " +
+                         path("c.opsched") + " --memory-budget 60GiB");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(slurp(path("c.opsched")), slurp(path("tight.opsched")));
   // Without the flag the file would record the profile's 80 GiB: not the same bytes.

@@ -42,13 +42,32 @@ const CLI::Validator kFiniteNonNegative(
     },
     "NUMBER >= 0");
 
+const CLI::Validator kNonEmpty(
+    [](std::string& input) -> std::string {
+      return input.empty() ? "must not be empty (an unset shell variable?)" : "";
+    },
+    "");
+
 namespace {
+
+// Refuses, before anything runs, an output that would overwrite an input or another output, and
+// more than one output on stdout.
+void check_outputs(const std::vector<std::pair<std::string, std::string>>& inputs,
+                   const std::vector<std::pair<std::string, std::string>>& outputs) {
+  int to_stdout = 0;
+  for (const auto& entry : outputs) to_stdout += entry.second == "-" ? 1 : 0;
+  if (to_stdout > 1) {
+    throw InputError("at most one output may be - (stdout): each would be mixed into the others");
+  }
+  check_distinct_files(inputs, outputs);
+}
 
 // --summary-json: "-" prints it on stdout (the table then goes to stderr, so stdout stays JSON).
 struct SummaryOutput {
   std::string path;
+  mutable bool stdout_taken = false;  // another output goes to stdout: the tables go to stderr
   bool to_stdout() const { return path == "-"; }
-  std::ostream& table_stream() const { return to_stdout() ? std::cerr : std::cout; }
+  std::ostream& table_stream() const { return to_stdout() || stdout_taken ? std::cerr : std::cout; }
   void write(const nlohmann::json& summary) const {
     if (path.empty()) return;
     if (to_stdout()) {
@@ -61,12 +80,14 @@ struct SummaryOutput {
 
 void add_summary_option(CLI::App& app, SummaryOutput& summary) {
   app.add_option("--summary-json", summary.path,
-                 "Write the summary as JSON to PATH, or to stdout with '-'");
+                 "Write the summary as JSON to PATH, or to stdout with '-'")
+      ->check(kNonEmpty);
 }
 
 void add_budget_option(CLI::App& app, std::string& budget) {
   app.add_option("--memory-budget", budget,
-                 "Per-rank memory budget overriding the profile's, e.g. 60GiB or 64000000000");
+                 "Per-rank memory budget overriding the profile's, e.g. 60GiB or 64000000000")
+      ->check(kNonEmpty);
 }
 
 std::string default_output_path(const std::string& profile_path, const std::string& format) {
@@ -144,7 +165,8 @@ CompileOptions compile_options(const CompileArgs& args, const Problem& problem,
   };
   options.on_improvement = [&args, &problem, output, seconds](const Schedule& schedule,
                                                               const Metrics& reported) {
-    write_schedule(args, output, problem, schedule, reported, nullptr);
+    // Each incumbent replaces a file; on stdout only the final schedule goes out.
+    if (output != "-") write_schedule(args, output, problem, schedule, reported, nullptr);
     if (args.quiet) return;
     args.summary.table_stream() << fmt::format(
         "[{:7.2f}s] {:<18} makespan {:.3f} {}  bound {:.3f} ({})  gap {:.2f}%\n", seconds(),
@@ -173,14 +195,17 @@ int run_compile(const CompileArgs& args) {
   if (!args.budget.empty()) override_budget(problem, args.budget);
   const TorchDialect dialect = parse_torch_dialect(args.torch_dialect);
   // Before a long compile, what would fail only after it.
-  if (!args.torch_csv.empty()) {
-    check_torch_dialect(problem, dialect);
-    check_writable(args.torch_csv);
-  }
-  if (!args.trace.empty()) check_writable(args.trace);
-  if (!args.summary.path.empty() && !args.summary.to_stdout()) check_writable(args.summary.path);
+  if (!args.torch_csv.empty()) check_torch_dialect(problem, dialect);
   const std::string output =
       args.output.empty() ? default_output_path(args.profile, args.format) : args.output;
+  check_outputs({{"profile", args.profile}}, {{"-o", output},
+                                              {"--summary-json", args.summary.path},
+                                              {"--trace", args.trace},
+                                              {"--export-torch-csv", args.torch_csv}});
+  for (const std::string& path : {output, args.trace, args.summary.path, args.torch_csv}) {
+    if (!path.empty() && path != "-") check_writable(path);
+  }
+  args.summary.stdout_taken = output == "-" || args.trace == "-" || args.torch_csv == "-";
   const CompileResult result = compile(problem, compile_options(args, problem, output, interrupts));
   const Candidate& best = result.best;
   const SolverStats* solver = result.solver ? &*result.solver : nullptr;
@@ -190,7 +215,7 @@ int run_compile(const CompileArgs& args) {
     out << summary_table(problem, best.method, best.metrics);
     if (solver) out << solver_line(*solver);
     if (result.ranking.size() > 1) out << ranking_table(result, to_string(problem.time_unit));
-    out << "schedule written to " << output << "\n";
+    out << "schedule written to " << (output == "-" ? "stdout" : output) << "\n";
   }
   write_exports(args, problem, best, dialect, args.summary.table_stream());
   args.summary.write(summary_json(problem, best.method, best.metrics, solver));
@@ -205,6 +230,8 @@ struct ValidateArgs {
 };
 
 int run_validate(const ValidateArgs& args) {
+  check_outputs({{"profile", args.profile}, {"schedule", args.schedule}},
+                {{"--summary-json", args.summary.path}});
   Problem problem = load_profile(args.profile);
   if (!args.budget.empty()) override_budget(problem, args.budget);
   const ScheduleFile file = load_valid_schedule(problem, args.profile, args.schedule);
@@ -223,6 +250,7 @@ struct RenderArgs {
 };
 
 int run_render(const RenderArgs& args) {
+  check_outputs({{"profile", args.profile}, {"schedule", args.schedule}}, {{"-o", args.output}});
   Problem problem = load_profile(args.profile);
   if (!args.budget.empty()) override_budget(problem, args.budget);
   // Over budget is worth a picture (the curve crosses the line); anything else invalid is not.
@@ -251,7 +279,8 @@ CommandRunner add_compile_command(CLI::App& app) {
   auto args = std::make_shared<CompileArgs>();
   app.add_option("profile", args->profile, "Profile (optpipe.profile/v1 JSON)")->required();
   app.add_option("-o,--output", args->output,
-                 "Schedule file to write (default: <profile name>.schedule.json)");
+                 "Schedule file to write (default: <profile name>.schedule.json)")
+      ->check(kNonEmpty);
   app.add_option("--method", args->method,
                  "auto (default: best generator, then the optimiser), milp, or a method from "
                  "`optpipe methods`");
@@ -271,18 +300,21 @@ CommandRunner add_compile_command(CLI::App& app) {
   app.add_flag("--verbose", args->verbose, "Show CBC's log");
   app.add_option("--cache", args->cache_dir,
                  "Directory of compiled schedules: reuse the one stored for this problem and "
-                 "budget, store the result");
+                 "budget, store the result")
+      ->check(kNonEmpty);
   app.add_option("--format", args->format,
                  "Schedule file format: json (optpipe.schedule/v1, default) or bin (.opsched, "
                  "for the runtime shim)")
       ->check(CLI::IsMember({"json", "bin"}));
   app.add_flag("-q,--quiet", args->quiet, "Print nothing but errors");
   app.add_option("--export-torch-csv", args->torch_csv,
-                 "Also write the schedule as a PyTorch pipelining compute-only CSV");
+                 "Also write the schedule as a PyTorch pipelining compute-only CSV")
+      ->check(kNonEmpty);
   app.add_option("--torch-dialect", args->torch_dialect,
                  "Token set of that CSV: 2.6 (default; 2.6 and later) or 2.5");
   app.add_option("--trace", args->trace,
-                 "Also write a Chrome trace (JSON) for Perfetto or chrome://tracing");
+                 "Also write a Chrome trace (JSON) for Perfetto or chrome://tracing")
+      ->check(kNonEmpty);
   return [args] { return run_compile(*args); };
 }
 
@@ -300,7 +332,8 @@ CommandRunner add_render_command(CLI::App& app) {
   app.add_option("profile", args->profile, "Profile the schedule was compiled for")->required();
   app.add_option("schedule", args->schedule, "Schedule (optpipe.schedule/v1 JSON)")->required();
   app.add_option("-o,--output", args->output,
-                 "timeline.svg or timeline.html (default: <schedule name>.svg)");
+                 "timeline.svg or timeline.html (default: <schedule name>.svg)")
+      ->check(kNonEmpty);
   add_budget_option(app, args->budget);
   return [args] { return run_render(*args); };
 }
@@ -316,14 +349,18 @@ CommandRunner add_convert_command(CLI::App& app) {
   auto args = std::make_shared<ConvertArgs>();
   app.add_option("profile", args->profile, "Profile the schedule was compiled for")->required();
   app.add_option("schedule", args->schedule, "Schedule (optpipe.schedule/v1 JSON)")->required();
-  app.add_option("output", args->output, "Binary schedule to write (.opsched)")->required();
+  app.add_option("output", args->output, "Binary schedule to write (.opsched)")
+      ->required()
+      ->check(kNonEmpty);
   add_budget_option(app, args->budget);
   return [args] {
+    check_outputs({{"profile", args->profile}, {"schedule", args->schedule}},
+                  {{"output", args->output}});
     Problem problem = load_profile(args->profile);
     if (!args->budget.empty()) override_budget(problem, args->budget);
     const ScheduleFile file = load_valid_schedule(problem, args->profile, args->schedule);
     write_opsched(args->output, problem, file.schedule);
-    std::cout << args->output << " written\n";
+    if (args->output != "-") std::cout << args->output << " written\n";
     return kExitOk;
   };
 }
@@ -370,8 +407,10 @@ CommandRunner add_estimate_command(CLI::App& app) {
   app.add_option("model", args->model, "Model description (optpipe.model/v1, docs/estimate.md)")
       ->required();
   app.add_option("-o,--output", args->output,
-                 "Profile to write (default: <model file name>.profile.json; '-': stdout)");
+                 "Profile to write (default: <model file name>.profile.json; '-': stdout)")
+      ->check(kNonEmpty);
   return [args] {
+    check_outputs({{"model", args->model}}, {{"-o", args->output}});
     const ModelDescription model = load_model_description(args->model);
     const nlohmann::ordered_json profile = estimate_profile(model);
     if (args->output == "-") {
@@ -403,6 +442,7 @@ CommandRunner add_methods_command(CLI::App&) {
 }
 
 int run_cli(CLI::App& app, int argc, char** argv, const std::function<CommandRunner()>& chosen) {
+  app.set_version_flag("--version", std::string(app.get_name()) + " " + OPTPIPE_VERSION);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
