@@ -2,14 +2,22 @@
 
 #include <algorithm>
 #include <set>
+#include <tuple>
 #include <utility>
 
 namespace optpipe {
 
 namespace {
 
+// At equal times: first the releases of ops that ended then (a caching allocator reuses their
+// blocks), then the allocations, then the releases of ops that took no time. An op of no duration
+// has not ended before the ops that start with it, so its release never cancels an allocation
+// made at that moment, its own activation's included: a live activation counts, however short.
+enum class ChangeOrder { kRelease = 0, kAllocation = 1, kInstantRelease = 2 };
+
 struct Change {
   double time;
+  ChangeOrder order;
   int64_t delta_bytes;
   OpRef cause;
 };
@@ -22,9 +30,14 @@ void add_changes(const Problem& problem, const Action& action,
       memory_effect(problem, action.ref, action.bytes,
                     recomputed.count({action.ref.stage, action.ref.microbatch}) > 0);
   if (effect.allocated_at_start) {
-    changes.push_back({action.start, effect.allocated_at_start, action.ref});
+    changes.push_back(
+        {action.start, ChangeOrder::kAllocation, effect.allocated_at_start, action.ref});
   }
-  if (effect.released_at_end) changes.push_back({action.end, -effect.released_at_end, action.ref});
+  if (effect.released_at_end) {
+    const ChangeOrder order =
+        action.end > action.start ? ChangeOrder::kRelease : ChangeOrder::kInstantRelease;
+    changes.push_back({action.end, order, -effect.released_at_end, action.ref});
+  }
 }
 
 }  // namespace
@@ -63,7 +76,7 @@ std::vector<MemoryStep> memory_timeline(const Problem& problem,
   changes.reserve(actions.size());
   for (const Action& action : actions) add_changes(problem, action, recomputed, changes);
   std::stable_sort(changes.begin(), changes.end(), [](const Change& a, const Change& b) {
-    return a.time < b.time || (a.time == b.time && a.delta_bytes < b.delta_bytes);
+    return std::tie(a.time, a.order, a.delta_bytes) < std::tie(b.time, b.order, b.delta_bytes);
   });
   std::vector<MemoryStep> timeline;
   timeline.reserve(changes.size());

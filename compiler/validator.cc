@@ -16,6 +16,10 @@ namespace {
 
 constexpr double kRelativeTolerance = 1e-9;
 constexpr double kAbsoluteTolerance = 1e-6;
+// Rounding at the largest times a profile allows (10^12 time units) is about 10^-4; a tolerance
+// relative to the time alone would grow past any op's duration late in a schedule.
+constexpr double kMaxTolerance = 1e-3;
+constexpr double kMaxTime = 1e12;
 
 bool nearly_equal(double a, double b) {
   return at_or_before(a, b) && at_or_before(b, a);
@@ -28,11 +32,16 @@ std::string bytes_text(int64_t bytes) {
 class Validation {
  public:
   Validation(const Problem& problem, const Schedule& schedule)
-      : problem_(problem), schedule_(schedule), count_(problem, 0), slot_(problem, nullptr) {}
+      : problem_(problem),
+        schedule_(schedule),
+        count_(problem, 0),
+        slot_(problem, nullptr),
+        position_(problem, 0) {}
 
   std::optional<Violation> run() {
     if (auto v = check_actions()) return v;
     if (auto v = check_completeness()) return v;
+    if (auto v = check_listed_order()) return v;
     if (auto v = check_dependencies()) return v;
     if (auto v = check_compute_overlap()) return v;
     if (auto v = check_channels()) return v;
@@ -68,8 +77,10 @@ class Validation {
               "checkpoint_bytes for it (what F keeps, usually the stage input)",
               what(), a.ref.stage));
         }
-        if (!std::isfinite(a.start) || !std::isfinite(a.end) || a.start < 0) {
-          return violation(fmt::format("{}: bad times [{}, {}]", what(), a.start, a.end));
+        if (!std::isfinite(a.start) || !std::isfinite(a.end) || a.start < 0 ||
+            a.end > kMaxTime) {
+          return violation(fmt::format("{}: bad times [{}, {}] (times run from 0 to 10^12)",
+                                       what(), a.start, a.end));
         }
         // Compared at the end's magnitude: late in a long schedule a short op's two times carry
         // more rounding than its duration's tolerance.
@@ -84,6 +95,29 @@ class Validation {
         }
         ++count_[a.ref];
         slot_[a.ref] = &a;
+        position_[a.ref] = static_cast<int>(&a - schedule_.ranks[r].data());
+      }
+    }
+    return std::nullopt;
+  }
+
+  // The listed order is what a runtime executes (docs/schedule.md): by start, compute before
+  // transfers at equal starts.
+  std::optional<Violation> check_listed_order() const {
+    for (int r = 0; r < problem_.ranks; ++r) {
+      const std::vector<Action>& actions = schedule_.ranks[r];
+      for (size_t i = 1; i < actions.size(); ++i) {
+        const Action& before = actions[i - 1];
+        const Action& a = actions[i];
+        const bool earlier = !at_or_before(before.start, a.start);
+        const bool transfer_first = is_transfer(before.ref.op) && is_compute(a.ref.op) &&
+                                    a.start <= before.start;
+        if (earlier || transfer_first) {
+          return violation(fmt::format(
+              "rank {}: {} (start {:.6g}) is listed after {} (start {:.6g}); a rank's actions are "
+              "listed in the order they run: by start, compute before transfers at equal starts",
+              r, describe(a.ref), a.start, describe(before.ref), before.start));
+        }
       }
     }
     return std::nullopt;
@@ -136,6 +170,12 @@ class Validation {
       for (const Action& a : schedule_.ranks[r]) {
         for (const Predecessor& p : predecessors(problem_, a.ref, form, offloaded, recomputed)) {
           const Action& pred = *slot_[p.pred];
+          // Ops of no duration may share a start with what they depend on: the list says which
+          // runs first.
+          if (problem_.rank_of_stage[p.pred.stage] == r && position_[p.pred] > position_[a.ref]) {
+            return violation(fmt::format("rank {}: {} is listed before {}, which it depends on", r,
+                                         describe(a.ref), describe(p.pred)));
+          }
           if (!at_or_before(pred.end + p.lag, a.start)) {
             return violation(
                 fmt::format("rank {}: {} starts at {:.6g}, before {} ends at {:.6g}{}", r,
@@ -199,12 +239,14 @@ class Validation {
   const Schedule& schedule_;
   OpTable<int> count_;
   OpTable<const Action*> slot_;
+  OpTable<int> position_;  // index in its rank's list
 };
 
 }  // namespace
 
 bool at_or_before(double a, double b) {
-  return a <= b + std::max(kAbsoluteTolerance, kRelativeTolerance * std::abs(b));
+  return a <= b + std::max(kAbsoluteTolerance,
+                           std::min(kMaxTolerance, kRelativeTolerance * std::abs(b)));
 }
 
 std::optional<Violation> validate(const Problem& problem, const Schedule& schedule) {

@@ -24,6 +24,17 @@ Action& find(Schedule& s, OpRef ref) {
   throw std::runtime_error("missing " + describe(ref));
 }
 
+// After retiming actions: each rank's list in the order they now run (by start, compute before
+// transfers at equal starts), as a writer would list them.
+void relist(Schedule& s) {
+  for (auto& actions : s.ranks) {
+    std::stable_sort(actions.begin(), actions.end(), [](const Action& a, const Action& b) {
+      return a.start < b.start ||
+             (a.start == b.start && is_compute(a.ref.op) && is_transfer(b.ref.op));
+    });
+  }
+}
+
 std::string violation_of(const Problem& p, const Schedule& s) {
   const auto v = validate(p, s);
   return v ? v->message : "OK";
@@ -75,13 +86,52 @@ TEST_F(ValidatorTest, FindsOverlappingComputeOnARank) {
       << message;
 }
 
-// An op of no duration that starts with the next op on its rank runs before it: no overlap,
-// whatever the order of the two in the rank's list (a sort by start alone may leave it after).
+// An op of no duration that starts with the next op on its rank runs before it: no overlap.
 TEST(ValidatorEdges, AcceptsOpsOfNoDurationBesideTheNext) {
   const Problem p = uniform_problem(1, 1, 2, {0, 1, 1});
+  EXPECT_EQ(violation_of(p, simulate(p, one_f_one_b_order(p), "1f1b")), "OK");
+}
+
+// The listed order is what runtimes run: a reversed list would run W and B before any F.
+TEST_F(ValidatorTest, FindsARankListedOutOfOrder) {
+  std::reverse(schedule_.ranks[1].begin(), schedule_.ranks[1].end());
+  EXPECT_NE(violation_of(problem_, schedule_).find("is listed after"), std::string::npos)
+      << violation_of(problem_, schedule_);
+}
+
+// An op of no duration shares its start with the op that needs it: the list says which runs
+// first, and it must be the one that is needed.
+TEST(ValidatorEdges, FindsAnOpListedBeforeAnOpOfNoDurationItNeeds) {
+  const Problem p = uniform_problem(1, 1, 2, {0, 1, 1});
   Schedule schedule = simulate(p, one_f_one_b_order(p), "1f1b");
-  std::reverse(schedule.ranks[0].begin(), schedule.ranks[0].end());
-  EXPECT_EQ(violation_of(p, schedule), "OK");
+  auto& actions = schedule.ranks[0];
+  ASSERT_EQ(actions[0].ref, (OpRef{Op::kForward, 0, 0}));
+  ASSERT_EQ(actions[1].ref, (OpRef{Op::kBackward, 0, 0}));
+  ASSERT_EQ(actions[1].start, actions[0].start);  // F took no time
+  std::swap(actions[0], actions[1]);
+  EXPECT_EQ(violation_of(p, schedule), "rank 0: BW(s0, mb0) is listed before F(s0, mb0), which "
+                                       "it depends on");
+}
+
+// With every op time 0 an activation lives for no time at all, and still counts.
+TEST(ValidatorEdges, ActivationsOfOpsOfNoDurationCount) {
+  Problem p = uniform_problem(1, 1, 2, {0, 0, 0});
+  const Schedule schedule = simulate(p, one_f_one_b_order(p), "1f1b");
+  p.budget_bytes[0] = p.static_bytes[0] + p.stages[0].activation_bytes / 2;
+  EXPECT_NE(violation_of(p, schedule).find("rank 0: memory"), std::string::npos)
+      << violation_of(p, schedule);
+  EXPECT_GE(compute_metrics(p, schedule).ranks[0].peak_bytes,
+            p.static_bytes[0] + p.stages[0].activation_bytes);
+}
+
+// Times far beyond any profile's: a tolerance relative to them would swallow a whole op.
+TEST_F(ValidatorTest, FindsTimesBeyondTheLargestAProfileAllows) {
+  Action& w = schedule_.ranks[0].back();
+  w.start = w.end = 1e308;
+  EXPECT_NE(violation_of(problem_, schedule_).find("bad times"), std::string::npos);
+  w.start = w.end = 1e11;  // within range, but it lasts 0, not its duration
+  EXPECT_NE(violation_of(problem_, schedule_).find("lasts 0"), std::string::npos)
+      << violation_of(problem_, schedule_);
 }
 
 // At 3·10^10 a time carries a rounding of 4·10^-6: a short op's two times miss its duration by
@@ -153,6 +203,7 @@ TEST_F(TransferValidatorTest, FindsOverlappingTransfersOnASharedChannel) {
   const double shift = second.start - first.start - 0.5;
   second.start -= shift;
   second.end -= shift;
+  relist(schedule_);
   const std::string message = violation_of(problem_, schedule_);
   EXPECT_TRUE(message.find("copy channel 0") != std::string::npos ||
               message.find("starts at") != std::string::npos)
@@ -222,6 +273,7 @@ TEST_F(RecomputeValidatorTest, FindsARecomputeBeforeItsForwardEnds) {
   const double shift = recompute.start - forward.start;
   recompute.start -= shift;
   recompute.end -= shift;
+  relist(schedule_);
   EXPECT_NE(violation_of(problem_, schedule_).find("R(s1, mb5) starts at"), std::string::npos)
       << violation_of(problem_, schedule_);
 }
