@@ -2,6 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <cmath>
+
 #include "compiler/errors.h"
 #include "compiler/file_io.h"
 #include "compiler/json_fields.h"
@@ -82,6 +85,12 @@ ScheduleFile parse_schedule_json(std::string_view json_text, const std::string& 
     format.fail(fmt::format("must be \"{}\"", kScheduleFormat));
   }
   ScheduleFile file;
+  file.header = document;
+  if (file.header["ranks"].is_array()) {
+    for (auto& rank : file.header["ranks"]) {
+      if (rank.is_object()) rank.erase("actions");
+    }
+  }
   const JsonField profile = root.get("profile");
   profile.expect_object({"name", "sha256"});
   file.profile_sha256 = profile.get("sha256").string();
@@ -109,8 +118,111 @@ ScheduleFile load_schedule_json(const std::string& path) {
   return parse_schedule_json(read_text_file(path), path);
 }
 
+namespace {
+
+bool close(double a, double b) {
+  return std::abs(a - b) <= 1e-9 * std::max({1.0, std::abs(a), std::abs(b)});
+}
+
+// The header's field at `path` ("metrics", "makespan") as a number; nullopt when missing.
+std::optional<double> number_at(const json& object, const char* key) {
+  const auto it = object.find(key);
+  if (it == object.end() || !it->is_number()) return std::nullopt;
+  return it->get<double>();
+}
+
+}  // namespace
+
+std::optional<std::string> header_mismatch(const Problem& problem, const ScheduleFile& file,
+                                           bool check_budget) {
+  const json& h = file.header;
+  auto says = [](const char* field, const std::string& claim, const std::string& truth) {
+    return fmt::format("{} says {}, but {}", field, claim, truth);
+  };
+  if (h.value("time_unit", "") != to_string(problem.time_unit)) {
+    return says("time_unit", h.value("time_unit", "nothing"),
+                fmt::format("the profile's times are in {}", to_string(problem.time_unit)));
+  }
+  const json& pipeline = h.value("pipeline", json::object());
+  const std::pair<const char*, json> expected_pipeline[] = {
+      {"ranks", problem.ranks},
+      {"chunks_per_rank", problem.chunks_per_rank},
+      {"microbatches", problem.microbatches},
+      {"rank_of_stage", problem.rank_of_stage}};
+  for (const auto& [key, value] : expected_pipeline) {
+    if (!pipeline.contains(key) || pipeline[key] != value) {
+      return says(fmt::format("pipeline.{}", key).c_str(),
+                  pipeline.contains(key) ? pipeline[key].dump() : "nothing",
+                  fmt::format("the profile has {}", value.dump()));
+    }
+  }
+  const Metrics m = compute_metrics(problem, file.schedule);
+  const json& ranks = h.value("ranks", json::array());
+  for (int r = 0; r < problem.ranks && r < static_cast<int>(ranks.size()); ++r) {
+    const json& rank = ranks[r];
+    const RankMetrics& truth = m.ranks[r];
+    const auto busy = number_at(rank, "busy");
+    if (!busy || !close(*busy, truth.busy)) {
+      return says(fmt::format("ranks[{}].busy", r).c_str(), rank.value("busy", json()).dump(),
+                  fmt::format("its compute ops take {}", truth.busy));
+    }
+    if (rank.value("peak_bytes", json()) != truth.peak_bytes) {
+      return says(fmt::format("ranks[{}].peak_bytes", r).c_str(),
+                  rank.value("peak_bytes", json()).dump(),
+                  fmt::format("its actions peak at {}", truth.peak_bytes));
+    }
+    if (check_budget && rank.value("budget_bytes", json()) != problem.budget_bytes[r]) {
+      return says(fmt::format("ranks[{}].budget_bytes", r).c_str(),
+                  rank.value("budget_bytes", json()).dump(),
+                  fmt::format("the budget is {}; pass --memory-budget with the budget it was "
+                              "compiled for",
+                              problem.budget_bytes[r]));
+    }
+  }
+  const json& metrics = h.value("metrics", json::object());
+  const std::pair<const char*, double> exact[] = {{"makespan", m.makespan},
+                                                  {"span", m.span},
+                                                  {"idle_fraction", m.idle_fraction},
+                                                  {"bubble_rate", m.bubble_rate}};
+  for (const auto& [key, value] : exact) {
+    const auto claim = number_at(metrics, key);
+    if (!claim || !close(*claim, value)) {
+      return says(fmt::format("metrics.{}", key).c_str(), metrics.value(key, json()).dump(),
+                  fmt::format("the schedule's is {}", value));
+    }
+  }
+  if (!check_budget) return std::nullopt;  // feasibility and the bound depend on the budget
+  if (metrics.value("feasible", json()) != m.within_budget) {
+    return says("metrics.feasible", metrics.value("feasible", json()).dump(),
+                m.within_budget ? "it fits the budget" : "it does not fit the budget");
+  }
+  // The bound: the profile's own, or a higher one only CBC can prove, never above the makespan.
+  const auto bound = number_at(metrics, "lower_bound");
+  const std::string source = metrics.value("lower_bound_source", "");
+  const bool own =
+      bound && close(*bound, m.lower_bound) && source == to_string(m.lower_bound_source);
+  const bool solver = bound && *bound > m.lower_bound &&
+                      source == to_string(BoundSource::kSolver) &&
+                      (*bound <= m.makespan || close(*bound, m.makespan));
+  if (!own && !solver) {
+    return says(
+        "metrics.lower_bound",
+        fmt::format("{} ({})", metrics.value("lower_bound", json()).dump(), source),
+        fmt::format("the profile's bound is {} ({}), and only the solver proves a higher one, "
+                    "never above the makespan {}",
+                    m.lower_bound, to_string(m.lower_bound_source), m.makespan));
+  }
+  const double gap = *bound > 0 ? m.makespan / *bound - 1 : 0;
+  const auto claimed_gap = number_at(metrics, "gap");
+  if (!claimed_gap || !close(*claimed_gap, gap)) {
+    return says("metrics.gap", metrics.value("gap", json()).dump(),
+                fmt::format("makespan and lower_bound make it {}", gap));
+  }
+  return std::nullopt;
+}
+
 ScheduleFile load_valid_schedule(const Problem& problem, const std::string& profile_path,
-                                 const std::string& path) {
+                                 const std::string& path, bool check_budget) {
   ScheduleFile file = load_schedule_json(path);
   if (file.profile_sha256 != problem.profile_sha256) {
     throw Error(kExitInvalidSchedule,
@@ -121,6 +233,9 @@ ScheduleFile load_valid_schedule(const Problem& problem, const std::string& prof
   }
   if (const auto violation = validate(problem, file.schedule)) {
     throw Error(kExitInvalidSchedule, fmt::format("{}: invalid: {}", path, violation->message));
+  }
+  if (const auto mismatch = header_mismatch(problem, file, check_budget)) {
+    throw Error(kExitInvalidSchedule, fmt::format("{}: invalid: {}", path, *mismatch));
   }
   return file;
 }

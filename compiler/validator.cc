@@ -77,10 +77,9 @@ class Validation {
               "checkpoint_bytes for it (what F keeps, usually the stage input)",
               what(), a.ref.stage));
         }
-        if (!std::isfinite(a.start) || !std::isfinite(a.end) || a.start < 0 ||
-            a.end > kMaxTime) {
-          return violation(fmt::format("{}: bad times [{}, {}] (times run from 0 to 10^12)",
-                                       what(), a.start, a.end));
+        if (!std::isfinite(a.start) || !std::isfinite(a.end) || a.start < 0 || a.end > kMaxTime) {
+          return violation(fmt::format("{}: bad times [{}, {}] (times run from 0 to 10^12)", what(),
+                                       a.start, a.end));
         }
         // Compared at the end's magnitude: late in a long schedule a short op's two times carry
         // more rounding than its duration's tolerance.
@@ -110,8 +109,8 @@ class Validation {
         const Action& before = actions[i - 1];
         const Action& a = actions[i];
         const bool earlier = !at_or_before(before.start, a.start);
-        const bool transfer_first = is_transfer(before.ref.op) && is_compute(a.ref.op) &&
-                                    a.start <= before.start;
+        const bool transfer_first =
+            is_transfer(before.ref.op) && is_compute(a.ref.op) && a.start <= before.start;
         if (earlier || transfer_first) {
           return violation(fmt::format(
               "rank {}: {} (start {:.6g}) is listed after {} (start {:.6g}); a rank's actions are "

@@ -263,11 +263,24 @@ TEST_F(CliTest, ConvertRecordsTheBudgetTheScheduleWasCompiledFor) {
                          path("c.opsched") + " --memory-budget 60GiB");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(slurp(path("c.opsched")), slurp(path("tight.opsched")));
-  // Without the flag the file would record the profile's 80 GiB: not the same bytes.
+  // Without the flag the schedule's budget_bytes contradict the profile's budget: refused.
   r = run("optpipe", "convert " + example("gpt-4rank.json") + " " + path("tight.json") + " " +
                          path("p.opsched"));
-  ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_NE(slurp(path("p.opsched")), slurp(path("tight.opsched")));
+  EXPECT_EQ(r.exit_code, 4);
+  EXPECT_NE(r.err.find("budget_bytes says 64424509440"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("--memory-budget"), std::string::npos) << r.err;
+}
+
+TEST_F(CliTest, ACacheThatCannotBeUsedIsAWarning) {
+  write("file", "not a directory");
+  const CommandResult r =
+      run("optpipe-compile", example("gpt-4rank.json") + " --method 1f1b --cache " +
+                                 path("file/cache") + " -o " + path("s.json") + " --summary-json " +
+                                 path("summary.json"));
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("warning: --cache"), std::string::npos) << r.err;
+  EXPECT_TRUE(fs::exists(path("s.json")));
+  EXPECT_TRUE(fs::exists(path("summary.json")));
 }
 
 TEST_F(CliTest, MethodsListsEveryMethod) {

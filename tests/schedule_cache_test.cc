@@ -10,6 +10,7 @@
 #include <string>
 
 #include "compiler/cli/compile_driver.h"
+#include "compiler/profile.h"
 #include "compiler/validator.h"
 #include "tests/test_problems.h"
 
@@ -96,10 +97,11 @@ TEST_F(CacheCompile, AnOffloadingScheduleComesBackAsStored) {
   EXPECT_FALSE(validate(p, found->schedule));
 }
 
-// Final (no solve needed) only where the entry says CBC proved it optimal for this very profile.
-// An entry without a "solver" key once had it read from a const JSON object that lacked it
-// (found by fuzzing the cache): an assertion in debug builds, undefined behaviour otherwise.
-TEST_F(CacheCompile, OnlyAnEntryProvenOptimalForItsProfileIsFinal) {
+// Final only where the entry says it is optimal for this very profile (the compile then checks
+// that claim against the lower bound). An entry without a "solver" key once had it read from a
+// const JSON object that lacked it (found by fuzzing the cache): an assertion in debug builds,
+// undefined behaviour otherwise.
+TEST_F(CacheCompile, OnlyAnEntryClaimedOptimalForItsProfileIsFinal) {
   Problem p = testing::uniform_problem(2, 1, 2);
   p.profile_sha256 = std::string(64, 'a');
   compile(p, options(0));
@@ -123,6 +125,21 @@ TEST_F(CacheCompile, OnlyAnEntryProvenOptimalForItsProfileIsFinal) {
   ASSERT_TRUE(unsolved);  // a valid schedule all the same
   EXPECT_FALSE(unsolved->final);
   EXPECT_FALSE(validate(p, unsolved->schedule));
+}
+
+// An entry that claims "optimal" for a schedule above the lower bound does not end the compile:
+// the optimiser runs on it as it would on any seed.
+TEST_F(CacheCompile, AClaimOfOptimalityAboveTheBoundIsNotTakenOnTrust) {
+  Problem p = load_profile(std::string(OPTPIPE_SOURCE_DIR) + "/examples/gpt-8rank.json");
+  override_budget(p, "55GiB");
+  const CompileResult stored = compile(p, options(0));  // the generators alone
+  ASSERT_GT(stored.best.metrics.gap, 1e-6);
+  for (const auto& entry : fs::directory_iterator(dir_)) {
+    nlohmann::json document = nlohmann::json::parse(std::ifstream(entry.path()));
+    document["solver"] = {{"status", "optimal"}};
+    std::ofstream(entry.path()) << document.dump();
+  }
+  EXPECT_TRUE(compile(p, options(2)).solver);
 }
 
 TEST_F(CacheCompile, ADamagedEntryIsAMiss) {

@@ -109,8 +109,9 @@ TEST(ValidatorEdges, FindsAnOpListedBeforeAnOpOfNoDurationItNeeds) {
   ASSERT_EQ(actions[1].ref, (OpRef{Op::kBackward, 0, 0}));
   ASSERT_EQ(actions[1].start, actions[0].start);  // F took no time
   std::swap(actions[0], actions[1]);
-  EXPECT_EQ(violation_of(p, schedule), "rank 0: BW(s0, mb0) is listed before F(s0, mb0), which "
-                                       "it depends on");
+  EXPECT_EQ(violation_of(p, schedule),
+            "rank 0: BW(s0, mb0) is listed before F(s0, mb0), which "
+            "it depends on");
 }
 
 // With every op time 0 an activation lives for no time at all, and still counts.

@@ -207,6 +207,7 @@ int run_compile(const CompileArgs& args) {
   }
   args.summary.stdout_taken = output == "-" || args.trace == "-" || args.torch_csv == "-";
   const CompileResult result = compile(problem, compile_options(args, problem, output, interrupts));
+  for (const std::string& warning : result.warnings) std::cerr << "warning: " << warning << "\n";
   const Candidate& best = result.best;
   const SolverStats* solver = result.solver ? &*result.solver : nullptr;
   write_schedule(args, output, problem, best.schedule, best.metrics, solver);
@@ -256,7 +257,8 @@ int run_render(const RenderArgs& args) {
   // Over budget is worth a picture (the curve crosses the line); anything else invalid is not.
   Problem unlimited = problem;
   unlimited.budget_bytes.assign(problem.ranks, std::numeric_limits<int64_t>::max());
-  const ScheduleFile file = load_valid_schedule(unlimited, args.profile, args.schedule);
+  const ScheduleFile file =
+      load_valid_schedule(unlimited, args.profile, args.schedule, /*check_budget=*/false);
   const std::string output = args.output.empty()
                                  ? std::filesystem::path(args.schedule).stem().string() + ".svg"
                                  : args.output;

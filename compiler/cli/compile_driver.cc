@@ -148,8 +148,13 @@ CompileResult compile(const Problem& problem, const CompileOptions& options) {
   std::optional<ScheduleCache> cache;
   std::optional<CachedSchedule> cached;
   if (!options.cache_dir.empty()) {
-    cache.emplace(options.cache_dir);
-    cached = cache->find(problem, method);
+    try {
+      cache.emplace(options.cache_dir);
+      cached = cache->find(problem, method);
+    } catch (const InputError& e) {
+      result.warnings.push_back(std::string(e.what()) + "; compiling without it");
+      cache.reset();
+    }
   }
   if (cached) {
     Candidate hit{
@@ -164,7 +169,10 @@ CompileResult compile(const Problem& problem, const CompileOptions& options) {
   if (options.on_improvement) {
     options.on_improvement(result.best.schedule, result.best.metrics);
   }
-  const bool settled = cached && cached->final && result.best.method == "cache";
+  // A stored schedule ends the compile only where it meets the lower bound: what its file says
+  // of its status is not taken on trust.
+  const bool settled =
+      cached && cached->final && result.best.method == "cache" && result.best.metrics.gap <= 1e-9;
   if (uses_optimizer(method) && options.optimizer.time_limit_seconds > 0 && !settled) {
     OptimizerOptions optimizer = options.optimizer;
     optimizer.lower_bound = lower_bound;
@@ -184,8 +192,12 @@ CompileResult compile(const Problem& problem, const CompileOptions& options) {
     result.solver = optimized.stats;
   }
   if (cache) {
-    cache->store(problem, method, result.best.schedule, result.best.metrics,
-                 result.solver ? &*result.solver : nullptr);
+    try {
+      cache->store(problem, method, result.best.schedule, result.best.metrics,
+                   result.solver ? &*result.solver : nullptr);
+    } catch (const InputError& e) {
+      result.warnings.push_back(std::string(e.what()) + "; the result is not cached");
+    }
   }
   return result;
 }

@@ -25,6 +25,7 @@ struct CompileResult {
   Candidate best;
   std::vector<Candidate> ranking;     // every method tried: usable ones by makespan, then the rest
   std::optional<SolverStats> solver;  // when the optimiser ran
+  std::vector<std::string> warnings;  // what went wrong without spoiling the result (the cache)
 };
 
 struct CompileOptions {
@@ -36,7 +37,8 @@ struct CompileOptions {
   // the optimiser's improvements (docs/cli.md: online incumbents).
   ImprovementCallback on_improvement;
   // `--cache DIR`: start from the schedule stored for this problem (returned as it is when it was
-  // proven optimal for this very profile) and store the result. Empty: no cache.
+  // stored as optimal for this very profile and meets the lower bound) and store the result. A
+  // cache that cannot be read or written is a warning. Empty: no cache.
   std::string cache_dir;
 };
 

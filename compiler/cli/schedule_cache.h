@@ -20,7 +20,7 @@ std::string cache_key(const Problem& problem, const std::string& method);
 
 struct CachedSchedule {
   Schedule schedule;  // re-timed for this problem and validated
-  bool final;         // proven optimal for exactly this profile: no need to solve again
+  bool final;  // stored for exactly this profile as optimal: final where it meets the lower bound
 };
 
 class ScheduleCache {
