@@ -6,6 +6,7 @@
 #include <chrono>
 #include <exception>
 
+#include "compiler/makespan_lower_bound.h"
 #include "compiler/metrics.h"
 #include "compiler/simulator.h"
 #include "compiler/validator.h"

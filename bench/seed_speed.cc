@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "bench/suite.h"
+#include "compiler/metrics.h"
 #include "compiler/problem.h"
 #include "compiler/simulator.h"
 #include "compiler/validator.h"

@@ -3,28 +3,14 @@
 #include <algorithm>
 #include <limits>
 
-#include "compiler/memory_bound.h"
+#include "compiler/makespan_lower_bound.h"
 #include "compiler/memory_timeline.h"
-#include "compiler/microbatch_paths.h"
-#include "compiler/sequencing_bound.h"
 
 namespace optpipe {
 
-namespace {
-
-// One microbatch's critical path: all F, all B back, then W of stage 0.
-double critical_path_bound(const Problem& problem) {
-  return microbatch_paths(problem).round_trip[0] + problem.stages[0].backward_weight;
-}
-
-}  // namespace
-
-LowerBound makespan_lower_bound(const Problem& problem) {
-  const LowerBound critical_path{critical_path_bound(problem), BoundSource::kCriticalPath};
-  const LowerBound memory{memory_bound(problem), BoundSource::kMemory};
-  const LowerBound known = higher(critical_path, memory);
-  // On a tie the sequencing bound names the source (docs/semantics.md).
-  return higher(sequencing_bound(problem, known.value), known);
+double makespan_of(const Schedule& schedule) {
+  const TimeExtent extent = time_extent(schedule);
+  return extent.end - extent.begin;
 }
 
 Metrics compute_metrics(const Problem& problem, const Schedule& schedule) {

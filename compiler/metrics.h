@@ -41,10 +41,7 @@ Metrics compute_metrics(const Problem& problem, const Schedule& schedule,
 // updates the gap.
 void raise_lower_bound(Metrics& metrics, const LowerBound& bound);
 
-// A makespan no schedule within the budget can beat (docs/semantics.md, Metrics: lower_bound):
-// the longest of one microbatch's critical path through all stages and back, sequencing_bound
-// (compiler/sequencing_bound.h: each rank's ops between their heads and tails) and memory_bound
-// (compiler/memory_bound.h).
-LowerBound makespan_lower_bound(const Problem& problem);
+// Last end minus first start over all actions.
+double makespan_of(const Schedule& schedule);
 
 }  // namespace optpipe

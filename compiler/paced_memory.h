@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "compiler/microbatch_paths.h"
-#include "compiler/paced_heads.h"
+#include "compiler/op_heads.h"
 #include "compiler/problem.h"
 
 namespace optpipe::pacing {

@@ -2,6 +2,8 @@
 
 #include <utility>
 
+#include "compiler/paced_heads.h"
+
 namespace optpipe {
 
 namespace {

@@ -5,7 +5,7 @@
 // must end for the activations still held then to fit.
 #pragma once
 
-#include "compiler/paced_heads.h"
+#include "compiler/op_heads.h"
 #include "compiler/problem.h"
 
 namespace optpipe {

@@ -12,9 +12,9 @@
 #include <vector>
 
 #include "compiler/op_table.h"
+#include "compiler/order_revision.h"
 #include "compiler/problem.h"
 #include "compiler/schedule.h"
-#include "compiler/simulator.h"
 
 namespace optpipe {
 

@@ -3,7 +3,6 @@
 //   "<source>: <json.path>: <what is wrong>, got <value>" plus the fix where it is not obvious.
 #pragma once
 
-#include <cstdint>
 #include <string>
 #include <string_view>
 
@@ -14,8 +13,5 @@ namespace optpipe {
 // `source` names the input in messages (usually the file path).
 Problem parse_profile(std::string_view json_text, const std::string& source);
 Problem load_profile(const std::string& path);
-
-// "40GiB", "512MiB", "1.5GB", "123" or "123B" -> bytes. Throws InputError naming `field`.
-int64_t parse_size(std::string_view text, const std::string& field);
 
 }  // namespace optpipe

@@ -8,7 +8,7 @@
 // one machine can have run them all, taking them in head order, is a head of the k-th op.
 #pragma once
 
-#include "compiler/paced_heads.h"
+#include "compiler/op_heads.h"
 #include "compiler/problem.h"
 
 namespace optpipe {

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "compiler/op_table.h"
+#include "compiler/order_revision.h"
 #include "compiler/problem.h"
 #include "compiler/schedule.h"
 
@@ -30,21 +31,6 @@ Schedule simulate(const Problem& problem, const Order& order, const std::string&
 // work in between. An order that simulate() times within the budget is timed the same.
 Schedule simulate_within_budget(const Problem& problem, const Order& order,
                                 const std::string& method);
-
-// How an order differs from the one a previous timing came from (the local search's moves:
-// solver/local_search.h).
-struct OrderRevision {
-  // What the change moves starts at this time or later in both timings, and what starts earlier
-  // holds the same memory as before: it is copied from the previous timing, not timed again.
-  double unchanged_before = 0;
-  // When the lists hold the same actions as before and differ only in positions [first, last) of
-  // `rank`'s list (the new one's positions): once the new timing has run those and agrees with the
-  // previous one on every action that starts before some moment, it copies the rest too (the
-  // simulation is then in the same state). -1 when the actions themselves changed.
-  int rank = -1;
-  size_t first = 0;
-  size_t last = 0;
-};
 
 // Where a change to `rank`'s list of `order` from `position` on leaves `timing` (this function's
 // timing of `order`) as it was: before the start of the rank's last compute op listed ahead of

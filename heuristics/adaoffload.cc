@@ -17,6 +17,7 @@
 #include <optional>
 
 #include "compiler/errors.h"
+#include "compiler/metrics.h"
 #include "compiler/simulator.h"
 #include "heuristics/list_scheduler.h"
 #include "heuristics/memory_policies.h"

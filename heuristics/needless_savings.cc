@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "compiler/memory_timeline.h"
+#include "compiler/metrics.h"
 #include "compiler/op_table.h"
 #include "compiler/simulator.h"
 #include "compiler/validator.h"

@@ -29,9 +29,6 @@ class OffloadSet {
 // (indexed through Op::kForward) that has none yet.
 Order with_recompute(const Order& order, const OpTable<uint8_t>& recomputed);
 
-// Last end minus first start over all actions.
-double makespan_of(const Schedule& schedule);
-
 // Bytes by which a timed schedule exceeds the activation budget, summed over ranks (0: fits).
 int64_t budget_excess(const Problem& problem, const Schedule& schedule);
 

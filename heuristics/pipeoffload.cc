@@ -8,6 +8,7 @@
 #include <optional>
 
 #include "compiler/errors.h"
+#include "compiler/metrics.h"
 #include "compiler/simulator.h"
 #include "heuristics/classic.h"
 #include "heuristics/offload_generators.h"

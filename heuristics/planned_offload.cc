@@ -6,6 +6,7 @@
 
 #include "compiler/errors.h"
 #include "compiler/memory_timeline.h"
+#include "compiler/metrics.h"
 #include "compiler/op_table.h"
 #include "compiler/simulator.h"
 #include "heuristics/memory_policies.h"

@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "compiler/errors.h"
+#include "compiler/metrics.h"
 #include "compiler/simulator.h"
 #include "compiler/validator.h"
 #include "heuristics/list_scheduler.h"

@@ -4,9 +4,9 @@
 #include <limits>
 #include <utility>
 
+#include "compiler/metrics.h"
 #include "compiler/simulator.h"
 #include "compiler/validator.h"
-#include "heuristics/offload_placement.h"
 #include "heuristics/timing_within_budget.h"
 #include "solver/critical_path.h"
 

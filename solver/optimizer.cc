@@ -17,6 +17,8 @@
 #include <vector>
 
 #include "compiler/dependencies.h"
+#include "compiler/makespan_lower_bound.h"
+#include "compiler/metrics.h"
 #include "compiler/sequencing_bound.h"
 #include "compiler/simulator.h"
 #include "compiler/validator.h"

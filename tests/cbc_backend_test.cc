@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "bench/suite.h"
+#include "compiler/metrics.h"
 #include "compiler/simulator.h"
 #include "heuristics/offload_placement.h"
 #include "heuristics/registry.h"

@@ -9,6 +9,7 @@
 #include <random>
 #include <vector>
 
+#include "compiler/makespan_lower_bound.h"
 #include "compiler/metrics.h"
 #include "compiler/simulator.h"
 #include "compiler/validator.h"

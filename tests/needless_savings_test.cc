@@ -8,6 +8,7 @@
 #include <chrono>
 #include <utility>
 
+#include "compiler/metrics.h"
 #include "compiler/simulator.h"
 #include "compiler/validator.h"
 #include "heuristics/offload_placement.h"

@@ -15,6 +15,8 @@
 #include <vector>
 
 #include "compiler/errors.h"
+#include "compiler/makespan_lower_bound.h"
+#include "compiler/metrics.h"
 #include "compiler/simulator.h"
 #include "compiler/validator.h"
 #include "heuristics/classic.h"

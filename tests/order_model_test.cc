@@ -11,6 +11,7 @@
 #include <random>
 #include <string>
 
+#include "compiler/metrics.h"
 #include "compiler/validator.h"
 #include "heuristics/offload_placement.h"
 #include "solver/local_search.h"

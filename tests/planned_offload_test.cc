@@ -7,6 +7,7 @@
 #include <limits>
 #include <random>
 
+#include "compiler/metrics.h"
 #include "compiler/simulator.h"
 #include "compiler/validator.h"
 #include "heuristics/memory_policies.h"

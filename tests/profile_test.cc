@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "compiler/errors.h"
+#include "compiler/units.h"
 
 namespace optpipe {
 namespace {

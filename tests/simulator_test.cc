@@ -8,6 +8,7 @@
 #include <random>
 
 #include "compiler/errors.h"
+#include "compiler/metrics.h"
 #include "compiler/validator.h"
 #include "heuristics/classic.h"
 #include "heuristics/offload_placement.h"

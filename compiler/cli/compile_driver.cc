@@ -6,6 +6,7 @@
 
 #include "compiler/cli/schedule_cache.h"
 #include "compiler/errors.h"
+#include "compiler/makespan_lower_bound.h"
 #include "compiler/profile.h"
 #include "compiler/simulator.h"
 #include "compiler/units.h"
