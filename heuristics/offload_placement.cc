@@ -8,10 +8,10 @@
 #include <queue>
 #include <tuple>
 
-#include "compiler/dependencies.h"
-#include "compiler/memory_timeline.h"
-#include "compiler/metrics.h"
-#include "compiler/simulator.h"
+#include "model/dependencies.h"
+#include "timing/memory_timeline.h"
+#include "timing/metrics.h"
+#include "timing/simulator.h"
 
 namespace optpipe {
 

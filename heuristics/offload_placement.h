@@ -7,9 +7,9 @@
 #include <string>
 #include <vector>
 
-#include "compiler/op_table.h"
-#include "compiler/problem.h"
-#include "compiler/schedule.h"
+#include "model/op_table.h"
+#include "model/problem.h"
+#include "model/schedule.h"
 
 namespace optpipe {
 

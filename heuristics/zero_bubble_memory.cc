@@ -3,13 +3,13 @@
 #include <algorithm>
 #include <limits>
 
-#include "compiler/errors.h"
-#include "compiler/metrics.h"
-#include "compiler/simulator.h"
-#include "compiler/validator.h"
 #include "heuristics/list_scheduler.h"
 #include "heuristics/offload_placement.h"
 #include "heuristics/vshape_patterns.h"
+#include "model/errors.h"
+#include "timing/metrics.h"
+#include "timing/simulator.h"
+#include "timing/validator.h"
 
 namespace optpipe {
 

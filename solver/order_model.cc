@@ -7,9 +7,9 @@
 #include <map>
 #include <numeric>
 
-#include "compiler/dependencies.h"
-#include "compiler/errors.h"
-#include "compiler/op_table.h"
+#include "model/dependencies.h"
+#include "model/errors.h"
+#include "model/op_table.h"
 
 namespace optpipe {
 

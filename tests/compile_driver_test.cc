@@ -1,6 +1,6 @@
 // The compile driver with `auto`: a seed the optimiser keeps, but without offloads or recomputes
 // it did not need, is written as the optimiser's schedule, as fast and valid.
-#include "compiler/cli/compile_driver.h"
+#include "driver/compile_driver.h"
 
 #include <gtest/gtest.h>
 
@@ -8,12 +8,12 @@
 #include <numeric>
 #include <vector>
 
-#include "compiler/cli/schedule_cache.h"
-#include "compiler/metrics.h"
-#include "compiler/simulator.h"
-#include "compiler/validator.h"
+#include "driver/schedule_cache.h"
 #include "heuristics/offload_placement.h"
 #include "tests/test_problems.h"
+#include "timing/metrics.h"
+#include "timing/simulator.h"
+#include "timing/validator.h"
 
 namespace optpipe {
 namespace {

@@ -8,17 +8,17 @@
 #include <string>
 #include <vector>
 
-#include "compiler/errors.h"
-#include "compiler/file_io.h"
-#include "compiler/metrics.h"
-#include "compiler/opsched.h"
-#include "compiler/schedule_json.h"
-#include "compiler/simulator.h"
+#include "formats/file_io.h"
+#include "formats/opsched.h"
+#include "formats/schedule_json.h"
 #include "heuristics/classic.h"
 #include "heuristics/registry.h"
+#include "model/errors.h"
 #include "optpipe_opsched_format.h"
 #include "optpipe_rt.h"
 #include "tests/test_problems.h"
+#include "timing/metrics.h"
+#include "timing/simulator.h"
 
 namespace {
 

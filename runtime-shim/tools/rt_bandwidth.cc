@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "compiler/opsched.h"
+#include "formats/opsched.h"
 #include "optpipe_rt.h"
 
 namespace {
