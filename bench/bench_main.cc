@@ -13,7 +13,7 @@
 #include "bench/plot_svg.h"
 #include "bench/report.h"
 #include "bench/suite.h"
-#include "cli/commands.h"
+#include "cli/command_line.h"
 #include "formats/file_io.h"
 #include "model/errors.h"
 

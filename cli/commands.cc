@@ -28,20 +28,6 @@
 
 namespace optpipe {
 
-const CLI::Validator kFiniteNonNegative(
-    [](std::string& input) -> std::string {
-      double value = -1;
-      size_t used = 0;
-      try {
-        value = std::stod(input, &used);
-      } catch (const std::exception&) {
-        used = 0;
-      }
-      if (used == input.size() && std::isfinite(value) && value >= 0) return "";
-      return fmt::format("must be a number >= 0, got {}", input);
-    },
-    "NUMBER >= 0");
-
 namespace {
 
 // --summary-json: "-" prints it on stdout (the table then goes to stderr, so stdout stays JSON).
@@ -182,6 +168,9 @@ int run_compile(const CompileArgs& args) {
   const std::string output =
       args.output.empty() ? default_output_path(args.profile, args.format) : args.output;
   const CompileResult result = compile(problem, compile_options(args, problem, output, interrupts));
+  if (result.status == CompileStatus::kOverBudget) {
+    throw Error(ErrorKind::kOverBudget, result.over_budget_message);
+  }
   const Candidate& best = result.best;
   const SolverStats* solver = result.solver ? &*result.solver : nullptr;
   write_schedule(args, output, problem, best.schedule, best.metrics, solver);
@@ -341,7 +330,8 @@ CommandRunner add_frontier_command(CLI::App& app) {
     const Problem problem = load_profile(args->profile);
     const std::vector<FrontierPoint> frontier = memory_frontier(problem, args->points);
     if (frontier.empty()) {
-      throw Error(kExitOverBudget, fmt::format("{}: no budget fits any method", args->profile));
+      throw Error(ErrorKind::kOverBudget,
+                  fmt::format("{}: no budget fits any method", args->profile));
     }
     const char* unit = to_string(problem.time_unit);
     std::cout << (args->csv ? fmt::format("budget_bytes,method,makespan_{}\n", unit)
@@ -397,30 +387,6 @@ CommandRunner add_methods_command(CLI::App&) {
                              "fastest schedule that fits the budget (the default)");
     return kExitOk;
   };
-}
-
-int run_cli(CLI::App& app, int argc, char** argv, const std::function<CommandRunner()>& chosen) {
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::CallForHelp& e) {
-    return app.exit(e);
-  } catch (const CLI::CallForAllHelp& e) {
-    return app.exit(e);
-  } catch (const CLI::CallForVersion& e) {
-    return app.exit(e);
-  } catch (const CLI::ParseError& e) {
-    std::cerr << app.get_name() << ": error: " << e.what() << " (see --help)\n";
-    return kExitBadInput;
-  }
-  try {
-    return chosen()();
-  } catch (const Error& e) {
-    std::cerr << app.get_name() << ": error: " << e.what() << "\n";
-    return e.code();
-  } catch (const std::exception& e) {
-    std::cerr << app.get_name() << ": internal error: " << e.what() << "\n";
-    return kExitInternal;
-  }
 }
 
 }  // namespace optpipe

@@ -62,8 +62,8 @@ Candidate run_generator(const Problem& problem, const Generator& generator,
   if (const auto violation = validate(problem, candidate.schedule)) {
     if (candidate.metrics.within_budget) {
       // Only the budget may reject a generator's schedule; anything else is a bug in it.
-      throw Error(kExitInternal, fmt::format("{} produced an invalid schedule: {}", generator.name,
-                                             violation->message));
+      throw Error(ErrorKind::kInternal, fmt::format("{} produced an invalid schedule: {}",
+                                                    generator.name, violation->message));
     }
     candidate.rejection = violation->message;
   }
@@ -159,7 +159,9 @@ CompileResult compile(const Problem& problem, const CompileOptions& options) {
     std::stable_sort(result.ranking.begin(), result.ranking.end(), better);
   }
   if (!result.ranking.front().rejection.empty()) {
-    throw Error(kExitOverBudget, over_budget_message(problem, method, result.ranking));
+    result.status = CompileStatus::kOverBudget;
+    result.over_budget_message = over_budget_message(problem, method, result.ranking);
+    return result;
   }
   result.best = result.ranking.front();
   if (options.on_improvement) {

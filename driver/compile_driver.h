@@ -21,7 +21,17 @@ struct Candidate {
   std::string rejection;  // why it is not usable (over budget); empty when it is
 };
 
+// What a compile came to.
+enum class CompileStatus {
+  kScheduled,   // `best` holds the schedule
+  kOverBudget,  // no method's schedule fits the memory budget; `best` is empty
+};
+
 struct CompileResult {
+  CompileStatus status = CompileStatus::kScheduled;
+  // When over budget: the candidate that comes closest, the ranks it leaves short and the smallest
+  // budget at which some method would fit.
+  std::string over_budget_message;
   Candidate best;
   std::vector<Candidate> ranking;     // every method tried: usable ones by makespan, then the rest
   std::optional<SolverStats> solver;  // when the optimiser ran
@@ -40,8 +50,8 @@ struct CompileOptions {
   std::string cache_dir;
 };
 
-// Throws InputError for an unknown or unsupported method and Error(kExitOverBudget) when nothing
-// fits, naming the smallest budget that would.
+// Throws InputError for an unknown or unsupported method. When nothing fits, the result is
+// CompileStatus::kOverBudget, naming the smallest budget that would.
 CompileResult compile(const Problem& problem, const CompileOptions& options);
 // A generator alone (or "auto" without the optimiser).
 CompileResult compile(const Problem& problem, const std::string& method);

@@ -71,8 +71,8 @@ std::vector<int> link_groups(const Problem& problem) {
 std::string encode_opsched(const Problem& problem, const Schedule& schedule) {
   const int S = problem.num_stages();
   if (static_cast<int>(schedule.ranks.size()) != problem.ranks) {
-    throw Error(kExitInternal, fmt::format("opsched: schedule has {} ranks, the problem {}",
-                                           schedule.ranks.size(), problem.ranks));
+    throw Error(ErrorKind::kInternal, fmt::format("opsched: schedule has {} ranks, the problem {}",
+                                                  schedule.ranks.size(), problem.ranks));
   }
   size_t action_count = 0;
   for (const auto& actions : schedule.ranks) action_count += actions.size();
@@ -138,7 +138,7 @@ std::string encode_opsched(const Problem& problem, const Schedule& schedule) {
     for (const Action& a : schedule.ranks[r]) {
       if (a.ref.stage < 0 || a.ref.stage >= S || a.ref.microbatch < 0 ||
           a.ref.microbatch >= problem.microbatches) {
-        throw Error(kExitInternal,
+        throw Error(ErrorKind::kInternal,
                     fmt::format("opsched: rank {} action {} is out of range", r, describe(a.ref)));
       }
       w.u8(next_action + OPSCHED_ACTION_OFF_OP, static_cast<uint8_t>(a.ref.op));

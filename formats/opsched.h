@@ -22,7 +22,7 @@ void write_opsched(const std::string& path, const Problem& problem, const Schedu
 // that it was compiled for `problem` (same profile SHA-256, validates against it) and writes the
 // `.opsched` at `opsched_path`. The profile is needed because the binary carries the stage costs
 // and memory that the shim sizes its host pool and measured profile from. Throws
-// Error(kExitInvalidSchedule) for a schedule of another profile or an invalid one.
+// Error(ErrorKind::kInvalidSchedule) for a schedule of another profile or an invalid one.
 void convert_schedule_json_to_opsched(const std::string& schedule_json_path, const Problem& problem,
                                       const std::string& opsched_path);
 

@@ -113,14 +113,15 @@ ScheduleFile load_valid_schedule(const Problem& problem, const std::string& prof
                                  const std::string& path) {
   ScheduleFile file = load_schedule_json(path);
   if (file.profile_sha256 != problem.profile_sha256) {
-    throw Error(kExitInvalidSchedule,
+    throw Error(ErrorKind::kInvalidSchedule,
                 fmt::format("{}: was compiled for another profile (sha256 {}), {} has {}; "
                             "recompile it with optpipe-compile",
                             path, file.profile_sha256.substr(0, 12), profile_path,
                             problem.profile_sha256.substr(0, 12)));
   }
   if (const auto violation = validate(problem, file.schedule)) {
-    throw Error(kExitInvalidSchedule, fmt::format("{}: invalid: {}", path, violation->message));
+    throw Error(ErrorKind::kInvalidSchedule,
+                fmt::format("{}: invalid: {}", path, violation->message));
   }
   return file;
 }

@@ -34,8 +34,8 @@ ScheduleFile parse_schedule_json(std::string_view json_text, const std::string& 
 ScheduleFile load_schedule_json(const std::string& path);
 
 // The schedule file at `path`, once it is known to be compiled for `problem` (same profile
-// SHA-256) and to pass the validator against it; Error(kExitInvalidSchedule) naming the first
-// problem otherwise. `profile_path` names the profile in messages.
+// SHA-256) and to pass the validator against it; Error(ErrorKind::kInvalidSchedule) naming the
+// first problem otherwise. `profile_path` names the profile in messages.
 ScheduleFile load_valid_schedule(const Problem& problem, const std::string& profile_path,
                                  const std::string& path);
 

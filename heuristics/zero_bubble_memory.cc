@@ -208,7 +208,7 @@ Order best_memory_limited_order(const Problem& problem,
     tried.push_back(std::move(t));
   }
   if (tried.empty())
-    throw Error(kExitInternal, "zero bubble: every list-scheduling policy deadlocked");
+    throw Error(ErrorKind::kInternal, "zero bubble: every list-scheduling policy deadlocked");
   std::stable_sort(tried.begin(), tried.end(), better);
   // The list scheduler's timing predicts the simulator's; the simulator and the validator have
   // the last word on what fits.

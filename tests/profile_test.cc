@@ -73,7 +73,7 @@ std::string error_of(const std::string& text) {
   try {
     parse_profile(text, "profile.json");
   } catch (const InputError& e) {
-    EXPECT_EQ(e.code(), kExitBadInput);
+    EXPECT_EQ(e.kind(), ErrorKind::kBadInput);
     return e.what();
   } catch (const std::exception& e) {
     ADD_FAILURE() << "unexpected exception: " << e.what();

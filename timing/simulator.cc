@@ -207,9 +207,10 @@ class Simulation {
                 ? next_[rank] < order_.ranks[rank].size() && order_.ranks[rank][next_[rank]] == ref
                 : !queues_[rank][queue].empty() && queues_[rank][queue].front().ref == ref;
         if (!head) {
-          throw Error(kExitInternal, fmt::format("the previous timing has {} at {:.6g}, where "
-                                                 "the order does not reach it",
-                                                 describe(ref), action.start));
+          throw Error(ErrorKind::kInternal,
+                      fmt::format("the previous timing has {} at {:.6g}, where "
+                                  "the order does not reach it",
+                                  describe(ref), action.start));
         }
         commit(rank, queue, action.start, action.end);
       }
@@ -218,28 +219,29 @@ class Simulation {
 
   void check_order() {
     if (static_cast<int>(order_.ranks.size()) != problem_.ranks) {
-      throw Error(kExitInternal, fmt::format("order has {} ranks, the problem {}",
-                                             order_.ranks.size(), problem_.ranks));
+      throw Error(ErrorKind::kInternal, fmt::format("order has {} ranks, the problem {}",
+                                                    order_.ranks.size(), problem_.ranks));
     }
     for (int r = 0; r < problem_.ranks; ++r) {
       for (const OpRef& ref : order_.ranks[r]) {
         if (!in_range(problem_, ref) || problem_.rank_of_stage[ref.stage] != r) {
-          throw Error(kExitInternal, fmt::format("order lists {} on rank {}, which does not "
-                                                 "host that stage",
-                                                 describe(ref), r));
+          throw Error(ErrorKind::kInternal, fmt::format("order lists {} on rank {}, which does not "
+                                                        "host that stage",
+                                                        describe(ref), r));
         }
         if (is_transfer(ref.op) && !problem_.offload) {
-          throw Error(kExitInternal, fmt::format("order lists {} but the profile has no offload "
-                                                 "link",
-                                                 describe(ref)));
+          throw Error(ErrorKind::kInternal,
+                      fmt::format("order lists {} but the profile has no offload "
+                                  "link",
+                                  describe(ref)));
         }
         if (ref.op == Op::kRecompute && !problem_.stages[ref.stage].can_recompute()) {
-          throw Error(kExitInternal, fmt::format("order lists {} but stage {} has no "
-                                                 "checkpoint_bytes",
-                                                 describe(ref), ref.stage));
+          throw Error(ErrorKind::kInternal, fmt::format("order lists {} but stage {} has no "
+                                                        "checkpoint_bytes",
+                                                        describe(ref), ref.stage));
         }
         if (listed_[ref]) {
-          throw Error(kExitInternal, fmt::format("order lists {} twice", describe(ref)));
+          throw Error(ErrorKind::kInternal, fmt::format("order lists {} twice", describe(ref)));
         }
         listed_[ref] = 1;
         ++remaining_;

@@ -186,7 +186,7 @@ TEST(OpschedWriter, ConvertsAScheduleJsonGivenItsProfile) {
     optpipe::convert_schedule_json_to_opsched(json_path, other, bin_path);
     ADD_FAILURE() << "converted a schedule of another profile";
   } catch (const optpipe::Error& e) {
-    EXPECT_EQ(e.code(), optpipe::kExitInvalidSchedule);
+    EXPECT_EQ(e.kind(), optpipe::ErrorKind::kInvalidSchedule);
   }
   std::remove(json_path.c_str());
   std::remove(bin_path.c_str());
