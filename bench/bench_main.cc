@@ -13,9 +13,9 @@
 #include "bench/plot_svg.h"
 #include "bench/report.h"
 #include "bench/suite.h"
-#include "compiler/cli/commands.h"
-#include "compiler/errors.h"
-#include "compiler/file_io.h"
+#include "cli/command_line.h"
+#include "formats/file_io.h"
+#include "model/errors.h"
 
 namespace {
 

@@ -6,11 +6,12 @@
 #include <chrono>
 #include <exception>
 
-#include "compiler/metrics.h"
-#include "compiler/simulator.h"
-#include "compiler/validator.h"
+#include "bounds/makespan_lower_bound.h"
 #include "heuristics/registry.h"
 #include "solver/optimizer.h"
+#include "timing/metrics.h"
+#include "timing/simulator.h"
+#include "timing/validator.h"
 
 namespace optpipe::bench {
 

@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "bench/suite.h"
-#include "compiler/lower_bound.h"
-#include "compiler/schedule.h"
+#include "bounds/lower_bound.h"
+#include "model/schedule.h"
 #include "solver/optimizer.h"
 
 namespace optpipe::bench {

@@ -6,7 +6,7 @@
 #include <cmath>
 #include <map>
 
-#include "compiler/render_svg.h"
+#include "views/render_svg.h"
 
 namespace optpipe::bench {
 

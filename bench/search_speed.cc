@@ -12,9 +12,9 @@
 #include <vector>
 
 #include "bench/suite.h"
-#include "compiler/metrics.h"
 #include "heuristics/registry.h"
 #include "solver/local_search.h"
+#include "timing/metrics.h"
 
 namespace {
 

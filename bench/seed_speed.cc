@@ -15,12 +15,13 @@
 #include <vector>
 
 #include "bench/suite.h"
-#include "compiler/problem.h"
-#include "compiler/simulator.h"
-#include "compiler/validator.h"
 #include "heuristics/offload_generators.h"
 #include "heuristics/offload_placement.h"
 #include "heuristics/registry.h"
+#include "model/problem.h"
+#include "timing/metrics.h"
+#include "timing/simulator.h"
+#include "timing/validator.h"
 
 namespace {
 
@@ -107,7 +108,7 @@ void time_adaoffload_seed() {
         const optpipe::Problem problem =
             large_problem(ranks, chunks, microbatches, fraction, offload);
         // The seed is the order (what the MILP starts from); the driver then times it once with
-        // compiler/simulate, which adaoffload_schedule includes.
+        // timing/simulate, which adaoffload_schedule includes.
         const auto start = Clock::now();
         const optpipe::Order seed = optpipe::adaoffload_order(problem);
         const auto seeded = Clock::now();

@@ -6,9 +6,9 @@
 #include <cmath>
 #include <stdexcept>
 
-#include "compiler/metrics.h"
-#include "compiler/simulator.h"
 #include "heuristics/registry.h"
+#include "timing/metrics.h"
+#include "timing/simulator.h"
 
 namespace optpipe::bench {
 

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "compiler/problem.h"
+#include "model/problem.h"
 
 namespace optpipe::bench {
 

@@ -16,8 +16,6 @@
 #include <limits>
 #include <optional>
 
-#include "compiler/errors.h"
-#include "compiler/simulator.h"
 #include "heuristics/list_scheduler.h"
 #include "heuristics/memory_policies.h"
 #include "heuristics/needless_savings.h"
@@ -25,6 +23,9 @@
 #include "heuristics/offload_orders.h"
 #include "heuristics/planned_offload.h"
 #include "heuristics/recomputing_lists.h"
+#include "model/errors.h"
+#include "timing/metrics.h"
+#include "timing/simulator.h"
 
 namespace optpipe {
 

@@ -1,8 +1,8 @@
 // Classic schedules from the literature, as per-rank op orders (docs/methods.md).
 #pragma once
 
-#include "compiler/problem.h"
-#include "compiler/schedule.h"
+#include "model/problem.h"
+#include "model/schedule.h"
 
 namespace optpipe {
 

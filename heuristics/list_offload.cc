@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <limits>
 
-#include "compiler/dependencies.h"
+#include "model/dependencies.h"
 
 namespace optpipe {
 

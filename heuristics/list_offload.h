@@ -21,9 +21,9 @@
 #include <utility>
 #include <vector>
 
-#include "compiler/op_table.h"
-#include "compiler/problem.h"
-#include "compiler/schedule.h"
+#include "model/op_table.h"
+#include "model/problem.h"
+#include "model/schedule.h"
 
 namespace optpipe {
 
@@ -90,7 +90,7 @@ class OffloadLedger {
   // so over the allocation's lifetime the activation never holds more than if it had stayed).
   int64_t released_by(int rank, double time) const;
   // The first moment from `time` on by which `rank`'s offloads have released `bytes` (infinity
-  // if they never do): where the memory fence (compiler/simulator.h) starts an allocation.
+  // if they never do): where the memory fence (timing/simulator.h) starts an allocation.
   double when_released(int rank, double time, int64_t bytes) const;
   // When the next offload of `rank` after `time` completes (infinity if none is under way).
   double next_release_after(int rank, double time) const;

@@ -8,10 +8,10 @@
 #include <queue>
 #include <tuple>
 
-#include "compiler/dependencies.h"
-#include "compiler/errors.h"
-#include "compiler/microbatch_paths.h"
-#include "compiler/op_table.h"
+#include "bounds/microbatch_paths.h"
+#include "model/dependencies.h"
+#include "model/errors.h"
+#include "model/op_table.h"
 
 namespace optpipe {
 
@@ -185,7 +185,7 @@ class ListScheduler {
   }
 
   // When the compute ops before `ref`, ending at `ends`, let it start. The dependencies of
-  // compiler/dependencies.h for split backward without transfers, spelled out: this is the inner
+  // model/dependencies.h for split backward without transfers, spelled out: this is the inner
   // loop.
   double compute_ready_time(const OpTable<double>& ends, const OpRef& ref) const {
     const int s = ref.stage;
@@ -463,7 +463,7 @@ class ListScheduler {
   // it is ready. That is the decision time, except for a W that memory forced after the rank
   // sat idle: it moves back into the idle time, where the simulator will run it. With offload,
   // an F that fits only once an offload under way has ended waits for it, as the memory fence
-  // has it (compiler/simulator.h).
+  // has it (timing/simulator.h).
   double start_time(int r, const OpRef& ref, int64_t allocated) const {
     const RankState& rank = ranks_[r];
     const double start = std::max(rank.last_end, ready_time(ref));

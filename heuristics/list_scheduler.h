@@ -26,9 +26,9 @@
 #include <optional>
 #include <vector>
 
-#include "compiler/problem.h"
-#include "compiler/schedule.h"
 #include "heuristics/list_offload.h"
+#include "model/problem.h"
+#include "model/schedule.h"
 
 namespace optpipe {
 

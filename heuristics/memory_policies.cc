@@ -5,8 +5,8 @@
 #include <limits>
 #include <numeric>
 
-#include "compiler/errors.h"
-#include "compiler/microbatch_paths.h"
+#include "bounds/microbatch_paths.h"
+#include "model/errors.h"
 
 namespace optpipe {
 

@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
-#include "compiler/problem.h"
 #include "heuristics/list_scheduler.h"
 #include "heuristics/offload_placement.h"
+#include "model/problem.h"
 
 namespace optpipe {
 

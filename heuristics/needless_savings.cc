@@ -6,12 +6,13 @@
 #include <utility>
 #include <vector>
 
-#include "compiler/memory_timeline.h"
-#include "compiler/op_table.h"
-#include "compiler/simulator.h"
-#include "compiler/validator.h"
 #include "heuristics/offload_placement.h"
 #include "heuristics/timing_within_budget.h"
+#include "model/op_table.h"
+#include "timing/memory_timeline.h"
+#include "timing/metrics.h"
+#include "timing/simulator.h"
+#include "timing/validator.h"
 
 namespace optpipe {
 

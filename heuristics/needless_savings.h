@@ -11,8 +11,8 @@
 #include <limits>
 #include <optional>
 
-#include "compiler/problem.h"
-#include "compiler/schedule.h"
+#include "model/problem.h"
+#include "model/schedule.h"
 
 namespace optpipe {
 

@@ -7,9 +7,9 @@
 #include <optional>
 #include <string>
 
-#include "compiler/problem.h"
-#include "compiler/schedule.h"
 #include "heuristics/offload_placement.h"
+#include "model/problem.h"
+#include "model/schedule.h"
 
 namespace optpipe {
 

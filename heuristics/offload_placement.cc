@@ -8,9 +8,10 @@
 #include <queue>
 #include <tuple>
 
-#include "compiler/dependencies.h"
-#include "compiler/memory_timeline.h"
-#include "compiler/simulator.h"
+#include "model/dependencies.h"
+#include "timing/memory_timeline.h"
+#include "timing/metrics.h"
+#include "timing/simulator.h"
 
 namespace optpipe {
 
@@ -248,18 +249,6 @@ Order with_recompute(const Order& order, const OpTable<uint8_t>& recomputed) {
     }
   }
   return result;
-}
-
-double makespan_of(const Schedule& schedule) {
-  double first = std::numeric_limits<double>::infinity();
-  double last = 0;
-  for (const auto& actions : schedule.ranks) {
-    for (const Action& a : actions) {
-      first = std::min(first, a.start);
-      last = std::max(last, a.end);
-    }
-  }
-  return last > first ? last - first : 0.0;
 }
 
 int64_t budget_excess(const Problem& problem, const Schedule& schedule) {

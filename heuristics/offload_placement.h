@@ -7,9 +7,9 @@
 #include <string>
 #include <vector>
 
-#include "compiler/op_table.h"
-#include "compiler/problem.h"
-#include "compiler/schedule.h"
+#include "model/op_table.h"
+#include "model/problem.h"
+#include "model/schedule.h"
 
 namespace optpipe {
 
@@ -28,9 +28,6 @@ class OffloadSet {
 // `order` with R(s, j) listed right before the backward of every activation in `recomputed`
 // (indexed through Op::kForward) that has none yet.
 Order with_recompute(const Order& order, const OpTable<uint8_t>& recomputed);
-
-// Last end minus first start over all actions.
-double makespan_of(const Schedule& schedule);
 
 // Bytes by which a timed schedule exceeds the activation budget, summed over ranks (0: fits).
 int64_t budget_excess(const Problem& problem, const Schedule& schedule);

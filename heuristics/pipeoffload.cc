@@ -7,11 +7,12 @@
 #include <limits>
 #include <optional>
 
-#include "compiler/errors.h"
-#include "compiler/simulator.h"
 #include "heuristics/classic.h"
 #include "heuristics/offload_generators.h"
 #include "heuristics/offload_orders.h"
+#include "model/errors.h"
+#include "timing/metrics.h"
+#include "timing/simulator.h"
 
 namespace optpipe {
 

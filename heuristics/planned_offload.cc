@@ -4,12 +4,13 @@
 #include <cmath>
 #include <vector>
 
-#include "compiler/errors.h"
-#include "compiler/memory_timeline.h"
-#include "compiler/op_table.h"
-#include "compiler/simulator.h"
 #include "heuristics/memory_policies.h"
 #include "heuristics/vshape_patterns.h"
+#include "model/errors.h"
+#include "model/op_table.h"
+#include "timing/memory_timeline.h"
+#include "timing/metrics.h"
+#include "timing/simulator.h"
 
 namespace optpipe {
 

@@ -17,8 +17,8 @@
 #include <optional>
 #include <string>
 
-#include "compiler/problem.h"
 #include "heuristics/offload_placement.h"
+#include "model/problem.h"
 
 namespace optpipe {
 

@@ -3,10 +3,10 @@
 #include <algorithm>
 #include <cstdint>
 
-#include "compiler/op_table.h"
 #include "heuristics/list_scheduler.h"
 #include "heuristics/memory_policies.h"
 #include "heuristics/offload_placement.h"
+#include "model/op_table.h"
 
 namespace optpipe {
 

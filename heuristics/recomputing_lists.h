@@ -7,8 +7,8 @@
 // is dense to begin with, as without a link, only these find it.
 #pragma once
 
-#include "compiler/problem.h"
-#include "compiler/schedule.h"
+#include "model/problem.h"
+#include "model/schedule.h"
 
 namespace optpipe {
 

@@ -6,8 +6,8 @@
 #include <string_view>
 #include <vector>
 
-#include "compiler/problem.h"
-#include "compiler/schedule.h"
+#include "model/problem.h"
+#include "model/schedule.h"
 
 namespace optpipe {
 

@@ -1,7 +1,7 @@
 #include "heuristics/timing_within_budget.h"
 
-#include "compiler/errors.h"
-#include "compiler/validator.h"
+#include "model/errors.h"
+#include "timing/validator.h"
 
 namespace optpipe {
 

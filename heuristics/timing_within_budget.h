@@ -5,9 +5,9 @@
 #include <limits>
 #include <optional>
 
-#include "compiler/problem.h"
-#include "compiler/schedule.h"
-#include "compiler/simulator.h"
+#include "model/problem.h"
+#include "model/schedule.h"
+#include "timing/simulator.h"
 
 namespace optpipe {
 

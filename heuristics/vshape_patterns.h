@@ -6,8 +6,8 @@
 // order, so the peak in chunk activations is that of the pattern whatever the costs.
 #pragma once
 
-#include "compiler/problem.h"
-#include "compiler/schedule.h"
+#include "model/problem.h"
+#include "model/schedule.h"
 
 namespace optpipe {
 

@@ -4,7 +4,7 @@
 
 #include <vector>
 
-#include "compiler/schedule.h"
+#include "model/schedule.h"
 
 namespace optpipe {
 

@@ -3,12 +3,13 @@
 #include <algorithm>
 #include <limits>
 
-#include "compiler/errors.h"
-#include "compiler/simulator.h"
-#include "compiler/validator.h"
 #include "heuristics/list_scheduler.h"
 #include "heuristics/offload_placement.h"
 #include "heuristics/vshape_patterns.h"
+#include "model/errors.h"
+#include "timing/metrics.h"
+#include "timing/simulator.h"
+#include "timing/validator.h"
 
 namespace optpipe {
 
@@ -207,7 +208,7 @@ Order best_memory_limited_order(const Problem& problem,
     tried.push_back(std::move(t));
   }
   if (tried.empty())
-    throw Error(kExitInternal, "zero bubble: every list-scheduling policy deadlocked");
+    throw Error(ErrorKind::kInternal, "zero bubble: every list-scheduling policy deadlocked");
   std::stable_sort(tried.begin(), tried.end(), better);
   // The list scheduler's timing predicts the simulator's; the simulator and the validator have
   // the last word on what fits.

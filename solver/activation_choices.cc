@@ -6,8 +6,8 @@
 #include <algorithm>
 #include <cmath>
 
-#include "compiler/dependencies.h"
-#include "compiler/op_table.h"
+#include "model/dependencies.h"
+#include "model/op_table.h"
 #include "solver/order_model.h"
 
 namespace optpipe {

@@ -8,8 +8,8 @@
 
 #include <vector>
 
-#include "compiler/problem.h"
-#include "compiler/schedule.h"
+#include "model/problem.h"
+#include "model/schedule.h"
 
 namespace optpipe {
 

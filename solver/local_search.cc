@@ -4,11 +4,11 @@
 #include <limits>
 #include <utility>
 
-#include "compiler/simulator.h"
-#include "compiler/validator.h"
-#include "heuristics/offload_placement.h"
 #include "heuristics/timing_within_budget.h"
 #include "solver/critical_path.h"
+#include "timing/metrics.h"
+#include "timing/simulator.h"
+#include "timing/validator.h"
 
 namespace optpipe {
 

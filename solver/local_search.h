@@ -17,8 +17,8 @@
 #include <random>
 #include <vector>
 
-#include "compiler/problem.h"
-#include "compiler/schedule.h"
+#include "model/problem.h"
+#include "model/schedule.h"
 #include "solver/critical_path.h"
 
 namespace optpipe {

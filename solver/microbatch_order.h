@@ -4,7 +4,7 @@
 // runs the same work at the same times: the form the model admits as its MIP start.
 #pragma once
 
-#include "compiler/schedule.h"
+#include "model/schedule.h"
 
 namespace optpipe {
 

@@ -16,18 +16,20 @@
 #include <thread>
 #include <vector>
 
-#include "compiler/dependencies.h"
-#include "compiler/sequencing_bound.h"
-#include "compiler/simulator.h"
-#include "compiler/validator.h"
+#include "bounds/makespan_lower_bound.h"
+#include "bounds/sequencing_bound.h"
 #include "heuristics/memory_policies.h"
 #include "heuristics/needless_savings.h"
 #include "heuristics/offload_placement.h"
+#include "model/dependencies.h"
 #include "solver/cbc_backend.h"
 #include "solver/local_search.h"
 #include "solver/microbatch_order.h"
 #include "solver/order_model.h"
 #include "solver/segment.h"
+#include "timing/metrics.h"
+#include "timing/simulator.h"
+#include "timing/validator.h"
 
 namespace optpipe {
 
@@ -492,7 +494,7 @@ class Search {
     return true;
   }
 
-  // The bound is rounded down (compiler/sequencing_bound.h), so a schedule that meets it may lie
+  // The bound is rounded down (bounds/sequencing_bound.h), so a schedule that meets it may lie
   // a few last bits above it.
   bool proven_optimal() const {
     return best_makespan_ <= stats_.bound * (1 + 10 * kRoundingMargin) + kImprovement;

@@ -11,11 +11,11 @@
 #include <optional>
 #include <string>
 
-#include "compiler/lower_bound.h"
-#include "compiler/metrics.h"
-#include "compiler/problem.h"
-#include "compiler/schedule.h"
-#include "compiler/solver_stats.h"
+#include "bounds/lower_bound.h"
+#include "model/problem.h"
+#include "model/schedule.h"
+#include "model/solver_stats.h"
+#include "timing/metrics.h"
 
 namespace optpipe {
 

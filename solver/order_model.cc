@@ -7,9 +7,9 @@
 #include <map>
 #include <numeric>
 
-#include "compiler/dependencies.h"
-#include "compiler/errors.h"
-#include "compiler/op_table.h"
+#include "model/dependencies.h"
+#include "model/errors.h"
+#include "model/op_table.h"
 
 namespace optpipe {
 
@@ -128,7 +128,7 @@ void OrderModel::collect(const Order& order, const Schedule& current) {
     const auto& refs = order.ranks[r];
     for (size_t i = 0; i < refs.size(); ++i) {
       if (is_transfer(refs[i].op) || refs[i].op == Op::kBackward) {
-        throw Error(kExitInternal,
+        throw Error(ErrorKind::kInternal,
                     "order model: the order must have split backwards and no "
                     "transfers");
       }
@@ -195,7 +195,8 @@ void OrderModel::add_edges() {
     }
   }
   if (static_cast<int>(topological_.size()) != n) {
-    throw Error(kExitInternal, "order model: dependencies and microbatch order form a cycle");
+    throw Error(ErrorKind::kInternal,
+                "order model: dependencies and microbatch order form a cycle");
   }
   reach_.assign(n, std::vector<uint64_t>((n + 63) / 64, 0));
   for (auto it = topological_.rbegin(); it != topological_.rend(); ++it) {

@@ -8,9 +8,9 @@
 
 #include <vector>
 
-#include "compiler/op_table.h"
-#include "compiler/problem.h"
-#include "compiler/schedule.h"
+#include "model/op_table.h"
+#include "model/problem.h"
+#include "model/schedule.h"
 #include "solver/linear_model.h"
 #include "solver/segment.h"
 

@@ -2,8 +2,8 @@
 
 #include <algorithm>
 
-#include "compiler/dependencies.h"
-#include "compiler/op_table.h"
+#include "model/dependencies.h"
+#include "model/op_table.h"
 
 namespace optpipe {
 

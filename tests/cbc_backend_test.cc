@@ -5,12 +5,13 @@
 #include <gtest/gtest.h>
 
 #include "bench/suite.h"
-#include "compiler/simulator.h"
 #include "heuristics/offload_placement.h"
 #include "heuristics/registry.h"
 #include "solver/microbatch_order.h"
 #include "solver/order_model.h"
 #include "solver/segment.h"
+#include "timing/metrics.h"
+#include "timing/simulator.h"
 
 namespace optpipe {
 namespace {

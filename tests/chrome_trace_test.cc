@@ -1,6 +1,6 @@
 // The Chrome trace is well-formed trace-event JSON with every action on its track and memory
 // counters whose peaks are the metrics' peaks.
-#include "compiler/chrome_trace.h"
+#include "views/chrome_trace.h"
 
 #include <gtest/gtest.h>
 
@@ -8,11 +8,11 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
-#include "compiler/simulator.h"
-#include "compiler/validator.h"
 #include "heuristics/classic.h"
 #include "heuristics/registry.h"
 #include "tests/test_problems.h"
+#include "timing/simulator.h"
+#include "timing/validator.h"
 
 namespace optpipe {
 namespace {

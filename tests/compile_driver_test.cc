@@ -1,6 +1,7 @@
-// The compile driver with `auto`: a seed the optimiser keeps, but without offloads or recomputes
-// it did not need, is written as the optimiser's schedule, as fast and valid.
-#include "compiler/cli/compile_driver.h"
+// The compile driver: with `auto`, a seed the optimiser keeps, but without offloads or recomputes
+// it did not need, is written as the optimiser's schedule, as fast and valid; a budget that nothing
+// fits comes back as a status, not an exception.
+#include "driver/compile_driver.h"
 
 #include <gtest/gtest.h>
 
@@ -8,12 +9,12 @@
 #include <numeric>
 #include <vector>
 
-#include "compiler/cli/schedule_cache.h"
-#include "compiler/metrics.h"
-#include "compiler/simulator.h"
-#include "compiler/validator.h"
+#include "driver/schedule_cache.h"
 #include "heuristics/offload_placement.h"
 #include "tests/test_problems.h"
+#include "timing/metrics.h"
+#include "timing/simulator.h"
+#include "timing/validator.h"
 
 namespace optpipe {
 namespace {
@@ -66,6 +67,17 @@ TEST(Compile, AutoWritesAKeptSeedWithoutTheOffloadsItDidNotNeed) {
   EXPECT_EQ(count_ops(result.best.schedule, Op::kOffload), 0);
   EXPECT_LE(result.best.metrics.makespan, makespan_of(seed) + 1e-9);
   EXPECT_FALSE(validate(p, result.best.schedule));
+}
+
+// No method fits a budget that holds only the static bytes: the result says so, with the smallest
+// budget at which one would.
+TEST(Compile, SaysWhenNothingFitsTheBudget) {
+  Problem p = testing::uniform_problem(3, 1, 4);
+  for (int r = 0; r < p.ranks; ++r) p.budget_bytes[r] = p.static_bytes[r] + 1;
+  const CompileResult result = compile(p, "auto");
+  EXPECT_EQ(result.status, CompileStatus::kOverBudget);
+  EXPECT_NE(result.over_budget_message.find("fits from --memory-budget"), std::string::npos)
+      << result.over_budget_message;
 }
 
 }  // namespace

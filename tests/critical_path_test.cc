@@ -4,8 +4,8 @@
 
 #include <gtest/gtest.h>
 
-#include "compiler/simulator.h"
 #include "tests/test_problems.h"
+#include "timing/simulator.h"
 
 namespace optpipe {
 namespace {

@@ -1,7 +1,7 @@
-// Tests of the profile estimator (compiler/estimate.h, docs/estimate.md): the formulas against
+// Tests of the profile estimator (formats/estimate.h, docs/estimate.md): the formulas against
 // values computed by hand for a small model, the layer split, the profile it writes (loads with
 // the profile reader and compiles), and one error per way a model description can be wrong.
-#include "compiler/estimate.h"
+#include "formats/estimate.h"
 
 #include <gtest/gtest.h>
 #include <sys/wait.h>
@@ -15,9 +15,9 @@
 #include <sstream>
 #include <string>
 
-#include "compiler/cli/compile_driver.h"
-#include "compiler/errors.h"
-#include "compiler/profile.h"
+#include "driver/compile_driver.h"
+#include "formats/profile.h"
+#include "model/errors.h"
 
 namespace optpipe {
 namespace {

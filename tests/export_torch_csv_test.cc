@@ -1,6 +1,6 @@
 // The PyTorch compute-only CSV conforms to what torch.distributed.pipelining's loader accepts,
 // and runs without deadlock once lowered to sends and receives.
-#include "compiler/export_torch_csv.h"
+#include "views/export_torch_csv.h"
 
 #include <gtest/gtest.h>
 
@@ -12,14 +12,14 @@
 #include <sstream>
 #include <tuple>
 
-#include "compiler/cli/compile_driver.h"
-#include "compiler/errors.h"
-#include "compiler/profile.h"
-#include "compiler/simulator.h"
-#include "compiler/validator.h"
+#include "driver/compile_driver.h"
+#include "formats/profile.h"
 #include "heuristics/classic.h"
 #include "heuristics/registry.h"
+#include "model/errors.h"
 #include "tests/test_problems.h"
+#include "timing/simulator.h"
+#include "timing/validator.h"
 
 namespace optpipe {
 namespace {

@@ -2,11 +2,11 @@
 // latencies, placements, offload links.
 #include <gtest/gtest.h>
 
-#include "compiler/metrics.h"
-#include "compiler/simulator.h"
-#include "compiler/validator.h"
 #include "heuristics/registry.h"
 #include "tests/test_problems.h"
+#include "timing/metrics.h"
+#include "timing/simulator.h"
+#include "timing/validator.h"
 
 namespace optpipe {
 namespace {

@@ -10,14 +10,14 @@
 #include <set>
 #include <string>
 
-#include "compiler/metrics.h"
-#include "compiler/profile.h"
-#include "compiler/simulator.h"
-#include "compiler/validator.h"
+#include "formats/profile.h"
 #include "heuristics/list_scheduler.h"
 #include "heuristics/memory_policies.h"
 #include "heuristics/offload_generators.h"
 #include "tests/test_problems.h"
+#include "timing/metrics.h"
+#include "timing/simulator.h"
+#include "timing/validator.h"
 
 namespace optpipe {
 namespace {

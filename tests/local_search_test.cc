@@ -9,12 +9,12 @@
 #include <algorithm>
 #include <random>
 
-#include "compiler/metrics.h"
-#include "compiler/simulator.h"
-#include "compiler/validator.h"
 #include "heuristics/offload_orders.h"
 #include "heuristics/registry.h"
 #include "tests/test_problems.h"
+#include "timing/metrics.h"
+#include "timing/simulator.h"
+#include "timing/validator.h"
 
 namespace optpipe {
 namespace {

@@ -1,6 +1,6 @@
 // The memory-aware makespan lower bound: hand-computed values on a tiny pipeline, never above a
 // schedule that fits the budget, never lowered by a smaller budget.
-#include "compiler/memory_bound.h"
+#include "bounds/memory_bound.h"
 
 #include <gtest/gtest.h>
 
@@ -9,11 +9,12 @@
 #include <random>
 #include <vector>
 
-#include "compiler/metrics.h"
-#include "compiler/simulator.h"
-#include "compiler/validator.h"
+#include "bounds/makespan_lower_bound.h"
 #include "heuristics/registry.h"
 #include "tests/test_problems.h"
+#include "timing/metrics.h"
+#include "timing/simulator.h"
+#include "timing/validator.h"
 
 namespace optpipe {
 namespace {
@@ -43,7 +44,7 @@ Problem with_link(Problem p, ChannelMode mode) {
 TEST(MemoryBound, HandComputedWithoutOffload) {
   const Problem p = tiny_problem();
   EXPECT_NEAR(memory_bound(p), 320.0 / 3, 1e-9);
-  // The sequencing bound, paced by memory, is higher here (compiler/paced_heads.h).
+  // The sequencing bound, paced by memory, is higher here (bounds/paced_heads.h).
   EXPECT_GT(makespan_lower_bound(p).value, 320.0 / 3);
 }
 

@@ -8,10 +8,11 @@
 #include <chrono>
 #include <utility>
 
-#include "compiler/simulator.h"
-#include "compiler/validator.h"
 #include "heuristics/offload_placement.h"
 #include "tests/test_problems.h"
+#include "timing/metrics.h"
+#include "timing/simulator.h"
+#include "timing/validator.h"
 
 namespace optpipe {
 namespace {

@@ -8,15 +8,15 @@
 #include <algorithm>
 #include <cstdio>
 
-#include "compiler/metrics.h"
-#include "compiler/simulator.h"
-#include "compiler/validator.h"
 #include "heuristics/classic.h"
 #include "heuristics/offload_orders.h"
 #include "heuristics/offload_placement.h"
 #include "heuristics/registry.h"
 #include "heuristics/timing_within_budget.h"
 #include "tests/test_problems.h"
+#include "timing/metrics.h"
+#include "timing/simulator.h"
+#include "timing/validator.h"
 
 #ifndef OFFLOAD_TRIALS
 #define OFFLOAD_TRIALS 60  // more for a study of the ratio: -DOFFLOAD_TRIALS=1000

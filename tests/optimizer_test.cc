@@ -14,14 +14,16 @@
 #include <ostream>
 #include <vector>
 
-#include "compiler/errors.h"
-#include "compiler/simulator.h"
-#include "compiler/validator.h"
+#include "bounds/makespan_lower_bound.h"
 #include "heuristics/classic.h"
 #include "heuristics/memory_policies.h"
 #include "heuristics/offload_placement.h"
+#include "model/errors.h"
 #include "solver/segment.h"
 #include "tests/test_problems.h"
+#include "timing/metrics.h"
+#include "timing/simulator.h"
+#include "timing/validator.h"
 
 namespace optpipe {
 namespace {

@@ -11,13 +11,14 @@
 #include <random>
 #include <string>
 
-#include "compiler/validator.h"
 #include "heuristics/offload_placement.h"
 #include "solver/local_search.h"
 #include "solver/microbatch_order.h"
 #include "solver/segment.h"
 #include "solver/transitivity_cuts.h"
 #include "tests/test_problems.h"
+#include "timing/metrics.h"
+#include "timing/validator.h"
 
 namespace optpipe {
 namespace {

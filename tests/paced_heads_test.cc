@@ -1,17 +1,17 @@
-// The heads paced by memory (compiler/paced_heads.h), hand-computed: where a rank's later stage
+// The heads paced by memory (bounds/paced_heads.h), hand-computed: where a rank's later stage
 // holds memory that its earlier stage's Fs must wait behind, and where, in schedules of a given
 // makespan, a forward fits at one moment, not at a later one, and again after that, on its rank
 // and in its link group; where a link group's ranks must bring their activations back one at a
 // time; and where an offload of a stage with little to move frees little.
-#include "compiler/paced_heads.h"
+#include "bounds/paced_heads.h"
 
 #include <gtest/gtest.h>
 
 #include <limits>
 
-#include "compiler/sequencing_bound.h"
-#include "compiler/validator.h"
+#include "bounds/sequencing_bound.h"
 #include "tests/test_problems.h"
+#include "timing/validator.h"
 
 namespace optpipe {
 namespace {

@@ -1,7 +1,7 @@
-// The tails paced by memory (compiler/paced_tails.h): hand-computed on a pipeline whose budget
+// The tails paced by memory (bounds/paced_tails.h): hand-computed on a pipeline whose budget
 // binds, raising the sequencing bound, and never more than what a schedule within its own peaks
 // leaves after its Fs and Bs.
-#include "compiler/paced_tails.h"
+#include "bounds/paced_tails.h"
 
 #include <gtest/gtest.h>
 
@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "compiler/sequencing_bound.h"
+#include "bounds/sequencing_bound.h"
 #include "heuristics/registry.h"
 #include "tests/test_problems.h"
 
@@ -23,7 +23,7 @@ namespace {
 // backwards, the k-th B(0) from the last follows k + 1 Ws of stage 0 (k + 1 from the end), and
 // for k >= 3 also the start of the F(0) of the (k - 3)-th from the last: at least 20 (the round
 // trip) after that B(0). So 1, 2, 3, then 20 more every three; from the second three on, 2 apart,
-// as rank 0 runs an F(0) between them (the rank's load, compiler/rank_load_heads.h). Rank 1 runs
+// as rank 0 runs an F(0) between them (the rank's load, bounds/rank_load_heads.h). Rank 1 runs
 // the last microbatches' F(1) and B(1) one at a time too, so the F(0)s end 2 apart from the first.
 TEST(PacedTails, MirrorThePacedHeadsOnAPipelineWhoseBudgetBinds) {
   Problem p = testing::uniform_problem(2, 1, 16, {}, PlacementKind::kLoop, 8);

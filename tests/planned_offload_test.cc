@@ -7,12 +7,13 @@
 #include <limits>
 #include <random>
 
-#include "compiler/simulator.h"
-#include "compiler/validator.h"
 #include "heuristics/memory_policies.h"
 #include "heuristics/offload_placement.h"
 #include "heuristics/vshape_patterns.h"
 #include "tests/test_problems.h"
+#include "timing/metrics.h"
+#include "timing/simulator.h"
+#include "timing/validator.h"
 
 namespace optpipe {
 namespace {

@@ -1,7 +1,7 @@
-// Tests of reading `optpipe.profile/v1` (compiler/profile.h): the examples, defaults, overrides,
+// Tests of reading `optpipe.profile/v1` (formats/profile.h): the examples, defaults, overrides,
 // sizes, one error per way a profile can be wrong, the profile hash, and a fuzz-style property
 // test that parse_profile() either returns a consistent Problem or throws a one-line InputError.
-#include "compiler/profile.h"
+#include "formats/profile.h"
 
 #include <gtest/gtest.h>
 
@@ -18,7 +18,8 @@
 #include <string>
 #include <vector>
 
-#include "compiler/errors.h"
+#include "formats/units.h"
+#include "model/errors.h"
 
 namespace optpipe {
 namespace {
@@ -72,7 +73,7 @@ std::string error_of(const std::string& text) {
   try {
     parse_profile(text, "profile.json");
   } catch (const InputError& e) {
-    EXPECT_EQ(e.code(), kExitBadInput);
+    EXPECT_EQ(e.kind(), ErrorKind::kBadInput);
     return e.what();
   } catch (const std::exception& e) {
     ADD_FAILURE() << "unexpected exception: " << e.what();

@@ -1,6 +1,6 @@
-// The heads raised by their rank's load (compiler/rank_load_heads.h): hand-computed on one rank,
+// The heads raised by their rank's load (bounds/rank_load_heads.h): hand-computed on one rank,
 // where the dependencies alone leave them early, and never later than a schedule starts the op.
-#include "compiler/rank_load_heads.h"
+#include "bounds/rank_load_heads.h"
 
 #include <gtest/gtest.h>
 
@@ -8,9 +8,9 @@
 #include <random>
 #include <vector>
 
-#include "compiler/simulator.h"
 #include "heuristics/registry.h"
 #include "tests/test_problems.h"
+#include "timing/simulator.h"
 
 namespace optpipe {
 namespace {

@@ -8,13 +8,13 @@
 #include <cstdio>
 #include <random>
 
-#include "compiler/errors.h"
-#include "compiler/metrics.h"
-#include "compiler/simulator.h"
-#include "compiler/validator.h"
 #include "heuristics/list_scheduler.h"
 #include "heuristics/memory_policies.h"
+#include "model/errors.h"
 #include "tests/test_problems.h"
+#include "timing/metrics.h"
+#include "timing/simulator.h"
+#include "timing/validator.h"
 
 namespace optpipe {
 namespace {

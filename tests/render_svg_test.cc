@@ -1,6 +1,6 @@
 // The timeline SVG is well-formed XML and complete: one rect per action, a memory curve and a
 // budget line per rank, makespan and idle percentage in the title.
-#include "compiler/render_svg.h"
+#include "views/render_svg.h"
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
@@ -9,11 +9,11 @@
 #include <map>
 #include <set>
 
-#include "compiler/cli/compile_driver.h"
-#include "compiler/profile.h"
-#include "compiler/simulator.h"
+#include "driver/compile_driver.h"
+#include "formats/profile.h"
 #include "heuristics/classic.h"
 #include "tests/test_problems.h"
+#include "timing/simulator.h"
 
 namespace optpipe {
 namespace {

@@ -1,5 +1,5 @@
 // --cache: keys by the problem at the stated precision; a hit seeds or settles the compile.
-#include "compiler/cli/schedule_cache.h"
+#include "driver/schedule_cache.h"
 
 #include <gtest/gtest.h>
 
@@ -9,10 +9,10 @@
 #include <optional>
 #include <string>
 
-#include "compiler/cli/compile_driver.h"
-#include "compiler/profile.h"
-#include "compiler/validator.h"
+#include "driver/compile_driver.h"
+#include "formats/profile.h"
 #include "tests/test_problems.h"
+#include "timing/validator.h"
 
 namespace optpipe {
 namespace {

@@ -1,13 +1,13 @@
 // optpipe.schedule/v1: what is written reads back to the same schedule; bad files are refused.
-#include "compiler/schedule_json.h"
+#include "formats/schedule_json.h"
 
 #include <gtest/gtest.h>
 
-#include "compiler/errors.h"
-#include "compiler/simulator.h"
-#include "compiler/validator.h"
 #include "heuristics/classic.h"
+#include "model/errors.h"
 #include "tests/test_problems.h"
+#include "timing/simulator.h"
+#include "timing/validator.h"
 
 namespace optpipe {
 namespace {

@@ -1,8 +1,8 @@
 // The sequencing bound: never above the optimum (exhaustive search on small problems), the
 // optimum itself on most of them and on zero-bubble schedules, and above the work bound that
-// only counts each rank's first start. Paced by memory (compiler/paced_heads.h): hand-computed,
+// only counts each rank's first start. Paced by memory (bounds/paced_heads.h): hand-computed,
 // met by a V-shape schedule whose head waits for stage 0, never above a schedule at its own peaks.
-#include "compiler/sequencing_bound.h"
+#include "bounds/sequencing_bound.h"
 
 #include <gtest/gtest.h>
 
@@ -15,15 +15,15 @@
 #include <vector>
 
 #include "bench/suite.h"
-#include "compiler/memory_bound.h"
-#include "compiler/metrics.h"
-#include "compiler/microbatch_paths.h"
-#include "compiler/simulator.h"
-#include "compiler/validator.h"
+#include "bounds/memory_bound.h"
+#include "bounds/microbatch_paths.h"
 #include "heuristics/offload_placement.h"
 #include "heuristics/registry.h"
 #include "solver/optimizer.h"
 #include "tests/test_problems.h"
+#include "timing/metrics.h"
+#include "timing/simulator.h"
+#include "timing/validator.h"
 
 namespace optpipe {
 namespace {

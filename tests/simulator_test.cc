@@ -1,5 +1,5 @@
 // The simulator: ASAP timing of an order, transfers on copy channels, deadlock detection.
-#include "compiler/simulator.h"
+#include "timing/simulator.h"
 
 #include <gtest/gtest.h>
 
@@ -7,11 +7,12 @@
 #include <optional>
 #include <random>
 
-#include "compiler/errors.h"
-#include "compiler/validator.h"
 #include "heuristics/classic.h"
 #include "heuristics/offload_placement.h"
+#include "model/errors.h"
 #include "tests/test_problems.h"
+#include "timing/metrics.h"
+#include "timing/validator.h"
 
 namespace optpipe {
 namespace {

@@ -9,13 +9,13 @@
 #include <optional>
 #include <stdexcept>
 
-#include "compiler/errors.h"
-#include "compiler/memory_timeline.h"
-#include "compiler/simulator.h"
-#include "compiler/validator.h"
 #include "heuristics/classic.h"
 #include "heuristics/registry.h"
+#include "model/errors.h"
 #include "solver/local_search.h"
+#include "timing/memory_timeline.h"
+#include "timing/simulator.h"
+#include "timing/validator.h"
 
 namespace optpipe::testing {
 

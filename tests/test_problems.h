@@ -9,10 +9,10 @@
 #include <string>
 #include <vector>
 
-#include "compiler/metrics.h"
-#include "compiler/paced_heads.h"
-#include "compiler/problem.h"
-#include "compiler/schedule.h"
+#include "bounds/paced_heads.h"
+#include "model/problem.h"
+#include "model/schedule.h"
+#include "timing/metrics.h"
 
 namespace optpipe::testing {
 

@@ -1,14 +1,14 @@
 // The validator finds each kind of violation, and names it.
-#include "compiler/validator.h"
+#include "timing/validator.h"
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
 
-#include "compiler/metrics.h"
-#include "compiler/simulator.h"
 #include "heuristics/classic.h"
 #include "tests/test_problems.h"
+#include "timing/metrics.h"
+#include "timing/simulator.h"
 
 namespace optpipe {
 namespace {

@@ -1,5 +1,5 @@
 /* Layout of the binary schedule `.opsched` (docs/opsched.md). Shared by the compiler's writer
- * (compiler/opsched.cc) and the shim's reader so that the two cannot drift. Plain C, no
+ * (formats/opsched.cc) and the shim's reader so that the two cannot drift. Plain C, no
  * dependencies. Every multi-byte field is little-endian; offsets are from the start of the file. */
 #ifndef OPTPIPE_OPSCHED_FORMAT_H_
 #define OPTPIPE_OPSCHED_FORMAT_H_

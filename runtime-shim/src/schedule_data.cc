@@ -15,7 +15,7 @@ namespace optpipe::rt {
 
 namespace {
 
-// What a stage's byte counts may be at most: as in profiles (compiler/profile.cc), 1024 TiB.
+// What a stage's byte counts may be at most: as in profiles (formats/profile.cc), 1024 TiB.
 constexpr int64_t kMaxBytes = int64_t{1} << 50;
 
 // Little-endian loads at fixed offsets; the caller has checked the bounds.

@@ -14,13 +14,13 @@
 #include <thread>
 #include <vector>
 
-#include "compiler/opsched.h"
-#include "compiler/profile.h"
-#include "compiler/simulator.h"
-#include "compiler/validator.h"
+#include "formats/opsched.h"
+#include "formats/profile.h"
 #include "heuristics/registry.h"
 #include "optpipe_rt.h"
 #include "tests/test_problems.h"
+#include "timing/simulator.h"
+#include "timing/validator.h"
 
 namespace {
 

@@ -10,11 +10,11 @@
 #include <string>
 #include <vector>
 
-#include "compiler/opsched.h"
-#include "compiler/simulator.h"
+#include "formats/opsched.h"
 #include "host_pool.h"
 #include "optpipe_rt.h"
 #include "tests/test_problems.h"
+#include "timing/simulator.h"
 
 namespace {
 

@@ -8,17 +8,17 @@
 #include <string>
 #include <vector>
 
-#include "compiler/errors.h"
-#include "compiler/file_io.h"
-#include "compiler/metrics.h"
-#include "compiler/opsched.h"
-#include "compiler/schedule_json.h"
-#include "compiler/simulator.h"
+#include "formats/file_io.h"
+#include "formats/opsched.h"
+#include "formats/schedule_json.h"
 #include "heuristics/classic.h"
 #include "heuristics/registry.h"
+#include "model/errors.h"
 #include "optpipe_opsched_format.h"
 #include "optpipe_rt.h"
 #include "tests/test_problems.h"
+#include "timing/metrics.h"
+#include "timing/simulator.h"
 
 namespace {
 
@@ -186,7 +186,7 @@ TEST(OpschedWriter, ConvertsAScheduleJsonGivenItsProfile) {
     optpipe::convert_schedule_json_to_opsched(json_path, other, bin_path);
     ADD_FAILURE() << "converted a schedule of another profile";
   } catch (const optpipe::Error& e) {
-    EXPECT_EQ(e.code(), optpipe::kExitInvalidSchedule);
+    EXPECT_EQ(e.kind(), optpipe::ErrorKind::kInvalidSchedule);
   }
   std::remove(json_path.c_str());
   std::remove(bin_path.c_str());

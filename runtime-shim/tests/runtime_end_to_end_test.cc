@@ -20,14 +20,14 @@
 #include <tuple>
 #include <vector>
 
-#include "compiler/metrics.h"
-#include "compiler/opsched.h"
-#include "compiler/profile.h"
-#include "compiler/simulator.h"
-#include "compiler/validator.h"
+#include "formats/opsched.h"
+#include "formats/profile.h"
 #include "heuristics/registry.h"
 #include "optpipe_rt.h"
 #include "tests/test_problems.h"
+#include "timing/metrics.h"
+#include "timing/simulator.h"
+#include "timing/validator.h"
 
 namespace {
 

@@ -4,13 +4,16 @@
 // 90% of the plain loop or the bytes differ.
 #include <cuda_runtime.h>
 
+#include <bit>
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 #include <vector>
 
-#include "compiler/opsched.h"
+#include "optpipe_opsched_format.h"
 #include "optpipe_rt.h"
 
 namespace {
@@ -30,6 +33,56 @@ void rt_check(optpipe_rt_status status, const char* what) {
   }
 }
 
+// The one-rank schedule the copies run under (layout: optpipe_opsched_format.h): a single stage
+// whose F allocates `bytes`, all of them offloadable, over a host link of 1e9 bytes per ms each
+// way. Written here, with the shim's own layout, so that the shim's tools need nothing of the
+// compiler.
+std::string one_stage_schedule(size_t bytes) {
+  static_assert(std::endian::native == std::endian::little, "the layout is little-endian");
+  const size_t stage_table = OPSCHED_HEADER_SIZE;
+  const size_t rank_table = stage_table + OPSCHED_STAGE_RECORD_SIZE;
+  const size_t action = rank_table + OPSCHED_RANK_RECORD_SIZE;
+  const size_t trailer = action + OPSCHED_ACTION_RECORD_SIZE;
+  std::string file(trailer + OPSCHED_TRAILER_SIZE, '\0');
+  auto put = [&file](size_t at, auto value) {
+    std::memcpy(file.data() + at, &value, sizeof value);
+  };
+  const int64_t size = static_cast<int64_t>(bytes);
+  std::memcpy(file.data() + OPSCHED_OFF_MAGIC, OPSCHED_MAGIC, 8);
+  put(OPSCHED_OFF_BOM, uint32_t{OPSCHED_BYTE_ORDER_MARK});
+  put(OPSCHED_OFF_VERSION, uint32_t{OPSCHED_VERSION});
+  put(OPSCHED_OFF_FLAGS, uint32_t{1});  // has an offload link
+  put(OPSCHED_OFF_FILE_SIZE, uint64_t{file.size()});
+  put(OPSCHED_OFF_RANKS, uint32_t{1});
+  put(OPSCHED_OFF_STAGES, uint32_t{1});
+  put(OPSCHED_OFF_MICROBATCHES, uint32_t{1});
+  put(OPSCHED_OFF_CHUNKS, uint32_t{1});
+  put(OPSCHED_OFF_CHANNELS, uint8_t{1});  // duplex
+  put(OPSCHED_OFF_STAGE_RECORD_SIZE, uint32_t{OPSCHED_STAGE_RECORD_SIZE});
+  put(OPSCHED_OFF_RANK_RECORD_SIZE, uint32_t{OPSCHED_RANK_RECORD_SIZE});
+  put(OPSCHED_OFF_ACTION_RECORD_SIZE, uint32_t{OPSCHED_ACTION_RECORD_SIZE});
+  put(OPSCHED_OFF_D2H_BW, 1e9);
+  put(OPSCHED_OFF_H2D_BW, 1e9);
+  put(OPSCHED_OFF_STAGE_TABLE, uint64_t{stage_table});
+  put(OPSCHED_OFF_RANK_TABLE, uint64_t{rank_table});
+  const char method[] = "bandwidth";
+  std::memcpy(file.data() + OPSCHED_OFF_METHOD, method, sizeof method - 1);
+  put(stage_table + OPSCHED_STAGE_OFF_FORWARD, 1.0);
+  put(stage_table + OPSCHED_STAGE_OFF_BINPUT, 1.0);
+  put(stage_table + OPSCHED_STAGE_OFF_BWEIGHT, 1.0);
+  put(stage_table + OPSCHED_STAGE_OFF_ACT, size);
+  put(stage_table + OPSCHED_STAGE_OFF_OFFL, size);
+  put(stage_table + OPSCHED_STAGE_OFF_CHECKPOINT, int64_t{-1});  // cannot recompute
+  put(rank_table + OPSCHED_RANK_OFF_BUDGET, 4 * size);
+  put(rank_table + OPSCHED_RANK_OFF_COUNT, uint32_t{1});
+  put(rank_table + OPSCHED_RANK_OFF_ACTIONS, uint64_t{action});
+  put(action + OPSCHED_ACTION_OFF_OP, uint8_t{OPSCHED_OP_F});
+  put(action + OPSCHED_ACTION_OFF_END, 1.0);
+  put(OPSCHED_OFF_HEADER_CRC, opsched_crc32(0, file.data(), OPSCHED_HEADER_SIZE));
+  put(trailer, opsched_crc32(0, file.data(), trailer));
+  return file;
+}
+
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
@@ -40,17 +93,7 @@ int main(int argc, char** argv) {
   const size_t bytes = (argc > 1 ? std::strtoull(argv[1], nullptr, 10) : 256) << 20;  // MiB
   const int iterations = argc > 2 ? std::atoi(argv[2]) : 20;
 
-  // A one-rank schedule whose single stage offloads `bytes`.
-  optpipe::Problem problem;
-  problem.rank_of_stage = {0};
-  problem.stages = {optpipe::StageCosts{1, 1, 1, int64_t(bytes), 0, int64_t(bytes)}};
-  problem.budget_bytes = {int64_t(bytes) * 4};
-  problem.static_bytes = {0};
-  problem.offload = optpipe::OffloadLink{1e9, 1e9, optpipe::ChannelMode::kDuplex, {0}};
-  optpipe::Schedule schedule;
-  schedule.method = "bandwidth";
-  schedule.ranks = {{optpipe::Action{{optpipe::Op::kForward, 0, 0}, 0, 1, 0}}};
-  const std::string file = optpipe::encode_opsched(problem, schedule);
+  const std::string file = one_stage_schedule(bytes);
 
   optpipe_rt_schedule* opened = nullptr;
   rt_check(optpipe_rt_schedule_open_memory(file.data(), file.size(), &opened), "open");

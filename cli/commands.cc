@@ -1,0 +1,430 @@
+#include "cli/commands.h"
+
+#include <fmt/format.h>
+
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <iostream>
+#include <limits>
+#include <memory>
+
+#include "cli/interrupt_watch.h"
+#include "driver/compile_driver.h"
+#include "formats/estimate.h"
+#include "formats/file_io.h"
+#include "formats/opsched.h"
+#include "formats/profile.h"
+#include "formats/schedule_json.h"
+#include "formats/units.h"
+#include "heuristics/registry.h"
+#include "model/errors.h"
+#include "timing/metrics.h"
+#include "timing/validator.h"
+#include "views/chrome_trace.h"
+#include "views/export_torch_csv.h"
+#include "views/render_svg.h"
+#include "views/report.h"
+
+namespace optpipe {
+
+namespace {
+
+// Refuses, before anything runs, an output that would overwrite an input or another output, and
+// more than one output on stdout.
+void check_outputs(const std::vector<std::pair<std::string, std::string>>& inputs,
+                   const std::vector<std::pair<std::string, std::string>>& outputs) {
+  int to_stdout = 0;
+  for (const auto& entry : outputs) to_stdout += entry.second == "-" ? 1 : 0;
+  if (to_stdout > 1) {
+    throw InputError("at most one output may be - (stdout): each would be mixed into the others");
+  }
+  check_distinct_files(inputs, outputs);
+}
+
+// --summary-json: "-" prints it on stdout (the table then goes to stderr, so stdout stays JSON).
+struct SummaryOutput {
+  std::string path;
+  mutable bool stdout_taken = false;  // another output goes to stdout: the tables go to stderr
+  bool to_stdout() const { return path == "-"; }
+  std::ostream& table_stream() const { return to_stdout() || stdout_taken ? std::cerr : std::cout; }
+  void write(const nlohmann::json& summary) const {
+    if (path.empty()) return;
+    if (to_stdout()) {
+      std::cout << summary.dump(2) << "\n";
+    } else {
+      write_file_atomically(path, summary.dump(2) + "\n");
+    }
+  }
+};
+
+void add_summary_option(CLI::App& app, SummaryOutput& summary) {
+  app.add_option("--summary-json", summary.path,
+                 "Write the summary as JSON to PATH, or to stdout with '-'")
+      ->check(kNonEmpty);
+}
+
+void add_budget_option(CLI::App& app, std::string& budget) {
+  app.add_option("--memory-budget", budget,
+                 "Per-rank memory budget overriding the profile's, e.g. 60GiB or 64000000000")
+      ->check(kNonEmpty);
+}
+
+std::string default_output_path(const std::string& profile_path, const std::string& format) {
+  return std::filesystem::path(profile_path).stem().string() +
+         (format == "bin" ? ".opsched" : ".schedule.json");
+}
+
+std::string ranking_table(const CompileResult& result, const char* unit) {
+  std::string out = "methods tried (best first):\n";
+  for (const Candidate& c : result.ranking) {
+    out += fmt::format("  {:<18} makespan {:>12.3f} {}  idle {:>5.1f}%  {}\n", c.method,
+                       c.metrics.makespan, unit, 100 * c.metrics.idle_fraction,
+                       c.rejection.empty() ? "fits" : "over budget");
+  }
+  return out;
+}
+
+struct CompileArgs {
+  std::string profile;
+  std::string output;
+  std::string method = "auto";
+  std::string budget;
+  SummaryOutput summary;
+  bool quiet = false;
+  double time_limit_seconds = 60;
+  double gap = 0;
+  int threads = 0;
+  bool verbose = false;
+  std::string torch_csv;  // --export-torch-csv
+  std::string torch_dialect = "2.6";
+  std::string trace;  // --trace
+  std::string format = "json";
+  std::string cache_dir;
+};
+
+// The schedule in the chosen --format: optpipe.schedule/v1 JSON or the binary .opsched.
+void write_schedule(const CompileArgs& args, const std::string& path, const Problem& problem,
+                    const Schedule& schedule, const Metrics& metrics, const SolverStats* solver) {
+  if (args.format == "bin") {
+    write_opsched(path, problem, schedule);
+  } else {
+    write_file_atomically(path,
+                          schedule_to_json(problem, schedule, metrics, solver).dump(1) + "\n");
+  }
+}
+
+// --export-torch-csv and --trace (docs/exports.md).
+void write_exports(const CompileArgs& args, const Problem& problem, const Candidate& best,
+                   TorchDialect dialect, std::ostream& out) {
+  if (!args.torch_csv.empty()) {
+    write_file_atomically(args.torch_csv, export_torch_csv(problem, best.schedule, dialect));
+    if (!args.quiet) out << "PyTorch CSV written to " << args.torch_csv << "\n";
+  }
+  if (!args.trace.empty()) {
+    write_file_atomically(args.trace, chrome_trace_json(problem, best.schedule, best.metrics));
+    if (!args.quiet) out << "trace written to " << args.trace << "\n";
+  }
+}
+
+// Online incumbents: every better schedule replaces the output file atomically as soon as it is
+// found, so a trainer watching the file can swap it in, and an interrupted run leaves the best.
+CompileOptions compile_options(const CompileArgs& args, const Problem& problem,
+                               const std::string& output, const InterruptWatch& interrupts) {
+  CompileOptions options;
+  options.method = args.method;
+  options.optimizer.time_limit_seconds = args.time_limit_seconds;
+  options.optimizer.target_gap = args.gap;
+  options.optimizer.threads = args.threads;
+  options.optimizer.verbose = args.verbose;
+  options.optimizer.interrupted = [&interrupts] { return interrupts.signal() != 0; };
+  options.cache_dir = args.cache_dir;
+  const auto started = std::chrono::steady_clock::now();
+  auto seconds = [started] {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  };
+  options.on_improvement = [&args, &problem, output, seconds](const Schedule& schedule,
+                                                              const Metrics& reported) {
+    // Each incumbent replaces a file; on stdout only the final schedule goes out.
+    if (output != "-") write_schedule(args, output, problem, schedule, reported, nullptr);
+    if (args.quiet) return;
+    args.summary.table_stream() << fmt::format(
+        "[{:7.2f}s] {:<18} makespan {:.3f} {}  bound {:.3f} ({})  gap {:.2f}%\n", seconds(),
+        schedule.method, reported.makespan, to_string(problem.time_unit), reported.lower_bound,
+        to_string(reported.lower_bound_source), 100 * reported.gap);
+  };
+  // A long search without better schedules still says where it is.
+  options.optimizer.on_progress = [&args, &problem, seconds](const SearchProgress& progress) {
+    if (args.quiet) return;
+    args.summary.table_stream() << fmt::format(
+        "[{:7.2f}s] searching          best     {:.3f} {}  bound {:.3f}  gap {:.2f}%\n", seconds(),
+        progress.makespan, to_string(problem.time_unit), progress.bound,
+        100 * (progress.makespan / progress.bound - 1));
+  };
+  return options;
+}
+
+int run_compile(const CompileArgs& args) {
+  const InterruptWatch interrupts([&args](int signal) {
+    if (args.quiet) return;
+    args.summary.table_stream() << fmt::format(
+        "{}: the search stops and writes the best schedule so far (again to quit at once)\n",
+        signal == SIGINT ? "SIGINT" : "SIGTERM");
+  });
+  Problem problem = load_profile(args.profile);
+  if (!args.budget.empty()) override_budget(problem, args.budget);
+  const TorchDialect dialect = parse_torch_dialect(args.torch_dialect);
+  // Before a long compile, what would fail only after it.
+  if (!args.torch_csv.empty()) check_torch_dialect(problem, dialect);
+  const std::string output =
+      args.output.empty() ? default_output_path(args.profile, args.format) : args.output;
+  check_outputs({{"profile", args.profile}}, {{"-o", output},
+                                              {"--summary-json", args.summary.path},
+                                              {"--trace", args.trace},
+                                              {"--export-torch-csv", args.torch_csv}});
+  for (const std::string& path : {output, args.trace, args.summary.path, args.torch_csv}) {
+    if (!path.empty() && path != "-") check_writable(path);
+  }
+  args.summary.stdout_taken = output == "-" || args.trace == "-" || args.torch_csv == "-";
+  const CompileResult result = compile(problem, compile_options(args, problem, output, interrupts));
+  for (const std::string& warning : result.warnings) std::cerr << "warning: " << warning << "\n";
+  if (result.status == CompileStatus::kOverBudget) {
+    throw Error(ErrorKind::kOverBudget, result.over_budget_message);
+  }
+  const Candidate& best = result.best;
+  const SolverStats* solver = result.solver ? &*result.solver : nullptr;
+  write_schedule(args, output, problem, best.schedule, best.metrics, solver);
+  if (!args.quiet) {
+    std::ostream& out = args.summary.table_stream();
+    out << summary_table(problem, best.method, best.metrics);
+    if (solver) out << solver_line(*solver);
+    if (result.ranking.size() > 1) out << ranking_table(result, to_string(problem.time_unit));
+    out << "schedule written to " << (output == "-" ? "stdout" : output) << "\n";
+  }
+  write_exports(args, problem, best, dialect, args.summary.table_stream());
+  args.summary.write(summary_json(problem, best.method, best.metrics, solver));
+  return interrupts.exit_code(kExitOk);
+}
+
+struct ValidateArgs {
+  std::string profile;
+  std::string schedule;
+  std::string budget;
+  SummaryOutput summary;
+};
+
+int run_validate(const ValidateArgs& args) {
+  check_outputs({{"profile", args.profile}, {"schedule", args.schedule}},
+                {{"--summary-json", args.summary.path}});
+  Problem problem = load_profile(args.profile);
+  if (!args.budget.empty()) override_budget(problem, args.budget);
+  const ScheduleFile file = load_valid_schedule(problem, args.profile, args.schedule);
+  const Metrics metrics = compute_metrics(problem, file.schedule);
+  args.summary.table_stream() << args.schedule << ": valid\n"
+                              << summary_table(problem, file.schedule.method, metrics);
+  args.summary.write(summary_json(problem, file.schedule.method, metrics));
+  return kExitOk;
+}
+
+struct RenderArgs {
+  std::string profile;
+  std::string schedule;
+  std::string output;
+  std::string budget;
+};
+
+int run_render(const RenderArgs& args) {
+  check_outputs({{"profile", args.profile}, {"schedule", args.schedule}}, {{"-o", args.output}});
+  Problem problem = load_profile(args.profile);
+  if (!args.budget.empty()) override_budget(problem, args.budget);
+  // Over budget is worth a picture (the curve crosses the line); anything else invalid is not.
+  Problem unlimited = problem;
+  unlimited.budget_bytes.assign(problem.ranks, std::numeric_limits<int64_t>::max());
+  const ScheduleFile file =
+      load_valid_schedule(unlimited, args.profile, args.schedule, /*check_budget=*/false);
+  const std::string output = args.output.empty()
+                                 ? std::filesystem::path(args.schedule).stem().string() + ".svg"
+                                 : args.output;
+  const std::string extension = std::filesystem::path(output).extension().string();
+  const Metrics metrics = compute_metrics(problem, file.schedule);
+  if (extension == ".html" || extension == ".htm") {
+    write_file_atomically(output, render_html(problem, file.schedule, metrics));
+  } else if (extension == ".svg") {
+    write_file_atomically(output, render_svg(problem, file.schedule, metrics));
+  } else {
+    throw InputError(fmt::format("-o {}: must end in .svg or .html", output));
+  }
+  std::cout << "timeline written to " << output << "\n";
+  return kExitOk;
+}
+
+}  // namespace
+
+CommandRunner add_compile_command(CLI::App& app) {
+  auto args = std::make_shared<CompileArgs>();
+  app.add_option("profile", args->profile, "Profile (optpipe.profile/v1 JSON)")->required();
+  app.add_option("-o,--output", args->output,
+                 "Schedule file to write (default: <profile name>.schedule.json)")
+      ->check(kNonEmpty);
+  app.add_option("--method", args->method,
+                 "auto (default: best generator, then the optimiser), milp, or a method from "
+                 "`optpipe methods`");
+  add_budget_option(app, args->budget);
+  add_summary_option(app, args->summary);
+  app.add_option("--time-limit", args->time_limit_seconds,
+                 "Seconds the optimiser may run (auto, milp; default 60, 0 skips it)")
+      ->check(kFiniteNonNegative);
+  app.add_option("--gap", args->gap,
+                 "Stop the optimiser once the makespan is within this fraction of the lower "
+                 "bound, e.g. 0.01 for 1% (default 0: at the time limit or a proven optimum)")
+      ->check(kFiniteNonNegative);
+  app.add_option("--threads", args->threads,
+                 "Optimiser threads: list policies and local search workers, and CBC's threads "
+                 "(default 0: serial)")
+      ->check(CLI::Range(0, 256));
+  app.add_flag("--verbose", args->verbose, "Show CBC's log");
+  app.add_option("--cache", args->cache_dir,
+                 "Directory of compiled schedules: reuse the one stored for this problem and "
+                 "budget, store the result")
+      ->check(kNonEmpty);
+  app.add_option("--format", args->format,
+                 "Schedule file format: json (optpipe.schedule/v1, default) or bin (.opsched, "
+                 "for the runtime shim)")
+      ->check(CLI::IsMember({"json", "bin"}));
+  app.add_flag("-q,--quiet", args->quiet, "Print nothing but errors");
+  app.add_option("--export-torch-csv", args->torch_csv,
+                 "Also write the schedule as a PyTorch pipelining compute-only CSV")
+      ->check(kNonEmpty);
+  app.add_option("--torch-dialect", args->torch_dialect,
+                 "Token set of that CSV: 2.6 (default; 2.6 and later) or 2.5");
+  app.add_option("--trace", args->trace,
+                 "Also write a Chrome trace (JSON) for Perfetto or chrome://tracing")
+      ->check(kNonEmpty);
+  return [args] { return run_compile(*args); };
+}
+
+CommandRunner add_validate_command(CLI::App& app) {
+  auto args = std::make_shared<ValidateArgs>();
+  app.add_option("profile", args->profile, "Profile the schedule was compiled for")->required();
+  app.add_option("schedule", args->schedule, "Schedule (optpipe.schedule/v1 JSON)")->required();
+  add_budget_option(app, args->budget);
+  add_summary_option(app, args->summary);
+  return [args] { return run_validate(*args); };
+}
+
+CommandRunner add_render_command(CLI::App& app) {
+  auto args = std::make_shared<RenderArgs>();
+  app.add_option("profile", args->profile, "Profile the schedule was compiled for")->required();
+  app.add_option("schedule", args->schedule, "Schedule (optpipe.schedule/v1 JSON)")->required();
+  app.add_option("-o,--output", args->output,
+                 "timeline.svg or timeline.html (default: <schedule name>.svg)")
+      ->check(kNonEmpty);
+  add_budget_option(app, args->budget);
+  return [args] { return run_render(*args); };
+}
+
+struct ConvertArgs {
+  std::string profile;
+  std::string schedule;
+  std::string output;
+  std::string budget;
+};
+
+CommandRunner add_convert_command(CLI::App& app) {
+  auto args = std::make_shared<ConvertArgs>();
+  app.add_option("profile", args->profile, "Profile the schedule was compiled for")->required();
+  app.add_option("schedule", args->schedule, "Schedule (optpipe.schedule/v1 JSON)")->required();
+  app.add_option("output", args->output, "Binary schedule to write (.opsched)")
+      ->required()
+      ->check(kNonEmpty);
+  add_budget_option(app, args->budget);
+  return [args] {
+    check_outputs({{"profile", args->profile}, {"schedule", args->schedule}},
+                  {{"output", args->output}});
+    Problem problem = load_profile(args->profile);
+    if (!args->budget.empty()) override_budget(problem, args->budget);
+    const ScheduleFile file = load_valid_schedule(problem, args->profile, args->schedule);
+    write_opsched(args->output, problem, file.schedule);
+    if (args->output != "-") std::cout << args->output << " written\n";
+    return kExitOk;
+  };
+}
+
+struct FrontierArgs {
+  std::string profile;
+  int points = 8;
+  bool csv = false;
+};
+
+CommandRunner add_frontier_command(CLI::App& app) {
+  auto args = std::make_shared<FrontierArgs>();
+  app.add_option("profile", args->profile, "Profile (optpipe.profile/v1 JSON)")->required();
+  app.add_option("--points", args->points, "Budgets to try (default 8)")
+      ->check(CLI::Range(1, 1000));
+  app.add_flag("--csv", args->csv, "Print CSV instead of a table");
+  return [args] {
+    const Problem problem = load_profile(args->profile);
+    const std::vector<FrontierPoint> frontier = memory_frontier(problem, args->points);
+    if (frontier.empty()) {
+      throw Error(ErrorKind::kOverBudget,
+                  fmt::format("{}: no budget fits any method", args->profile));
+    }
+    const char* unit = to_string(problem.time_unit);
+    std::cout << (args->csv ? fmt::format("budget_bytes,method,makespan_{}\n", unit)
+                            : fmt::format("{:>14} {:>12}  {:<18} {:>14}\n", "budget", "bytes",
+                                          "method", fmt::format("makespan {}", unit)));
+    for (const FrontierPoint& p : frontier) {
+      std::cout << (args->csv ? fmt::format("{},{},{}\n", p.budget_bytes, p.method, p.makespan)
+                              : fmt::format("{:>14} {:>12}  {:<18} {:>14.3f}\n",
+                                            format_bytes_short(p.budget_bytes), p.budget_bytes,
+                                            p.method, p.makespan));
+    }
+    return kExitOk;
+  };
+}
+
+struct EstimateArgs {
+  std::string model;
+  std::string output;
+};
+
+CommandRunner add_estimate_command(CLI::App& app) {
+  auto args = std::make_shared<EstimateArgs>();
+  app.add_option("model", args->model, "Model description (optpipe.model/v1, docs/estimate.md)")
+      ->required();
+  app.add_option("-o,--output", args->output,
+                 "Profile to write (default: <model file name>.profile.json; '-': stdout)")
+      ->check(kNonEmpty);
+  return [args] {
+    check_outputs({{"model", args->model}}, {{"-o", args->output}});
+    const ModelDescription model = load_model_description(args->model);
+    const nlohmann::ordered_json profile = estimate_profile(model);
+    if (args->output == "-") {
+      std::cout << profile.dump(2) << "\n";
+      return kExitOk;
+    }
+    const std::string output =
+        args->output.empty() ? std::filesystem::path(args->model).stem().string() + ".profile.json"
+                             : args->output;
+    write_file_atomically(output, profile.dump(2) + "\n");
+    std::cout << estimate_summary(model, profile) << "profile written to " << output << "\n";
+    return kExitOk;
+  };
+}
+
+CommandRunner add_methods_command(CLI::App&) {
+  return [] {
+    for (const Generator& g : generators()) {
+      std::cout << fmt::format("{:<18} {}\n{:<18} ({})\n", g.name, g.summary, "", g.reference);
+    }
+    std::cout << fmt::format("{:<18} {}\n", "milp",
+                             "the MILP optimiser (CBC) seeded with the best method: proves small "
+                             "problems optimal, re-optimises windows of larger ones");
+    std::cout << fmt::format("{:<18} {}\n", "auto",
+                             "every method that supports the profile, then the optimiser on the "
+                             "fastest schedule that fits the budget (the default)");
+    return kExitOk;
+  };
+}
+
+}  // namespace optpipe

@@ -1,0 +1,268 @@
+#include "driver/compile_driver.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "bounds/makespan_lower_bound.h"
+#include "driver/schedule_cache.h"
+#include "formats/profile.h"
+#include "formats/units.h"
+#include "heuristics/registry.h"
+#include "model/errors.h"
+#include "timing/simulator.h"
+#include "timing/validator.h"
+
+namespace optpipe {
+
+namespace {
+
+// Budget probes read whether a schedule fits, its makespan and its peaks, never its bound: they
+// rank the generators with the trivial bound, 0, instead of makespan_lower_bound, which takes about
+// 1 s per budget at R = 32, m = 256.
+constexpr LowerBound kTrivialBound{};
+
+bool uses_optimizer(const std::string& method) {
+  return method == "auto" || method == "milp";
+}
+
+std::vector<const Generator*> chosen_generators(const Problem& problem, const std::string& method) {
+  std::vector<const Generator*> chosen;
+  if (method == "auto" || method == "milp") {
+    for (const Generator& g : generators()) {
+      if (g.unsupported_reason(problem).empty()) chosen.push_back(&g);
+    }
+    return chosen;
+  }
+  const Generator* generator = find_generator(method);
+  if (!generator) {
+    std::vector<std::string_view> names;
+    for (const Generator& g : generators()) names.push_back(g.name);
+    throw InputError(
+        fmt::format("--method: unknown method \"{}\"; choose auto, milp or one of: {} "
+                    "(`optpipe methods` describes them)",
+                    method, fmt::join(names, ", ")));
+  }
+  if (const std::string reason = generator->unsupported_reason(problem); !reason.empty()) {
+    throw InputError(
+        fmt::format("--method {}: {}; use another method or --method auto", method, reason));
+  }
+  chosen.push_back(generator);
+  return chosen;
+}
+
+// `lower_bound`: the bound the candidate's metrics report (makespan_lower_bound(problem), computed
+// once for all the generators, or kTrivialBound where nothing reads it).
+Candidate run_generator(const Problem& problem, const Generator& generator,
+                        const LowerBound& lower_bound) {
+  Candidate candidate;
+  candidate.method = generator.name;
+  candidate.schedule = simulate_within_budget(problem, generator.build(problem), candidate.method);
+  candidate.metrics = compute_metrics(problem, candidate.schedule, lower_bound);
+  if (const auto violation = validate(problem, candidate.schedule)) {
+    if (candidate.metrics.within_budget) {
+      // Only the budget may reject a generator's schedule; anything else is a bug in it.
+      throw Error(ErrorKind::kInternal, fmt::format("{} produced an invalid schedule: {}",
+                                                    generator.name, violation->message));
+    }
+    candidate.rejection = violation->message;
+  }
+  return candidate;
+}
+
+bool better(const Candidate& a, const Candidate& b) {
+  if (a.rejection.empty() != b.rejection.empty()) return a.rejection.empty();
+  if (a.metrics.makespan != b.metrics.makespan) return a.metrics.makespan < b.metrics.makespan;
+  auto peak = [](const Candidate& c) {
+    int64_t p = 0;
+    for (const RankMetrics& rm : c.metrics.ranks) p = std::max(p, rm.peak_bytes);
+    return p;
+  };
+  return peak(a) < peak(b);
+}
+
+int64_t highest_peak(const Candidate& c) {
+  int64_t peak = 0;
+  for (const RankMetrics& rm : c.metrics.ranks) peak = std::max(peak, rm.peak_bytes);
+  return peak;
+}
+
+// Every chosen generator's schedule: usable ones by makespan (ties: lower peak), then the rest.
+// `lower_bound`: as for run_generator.
+std::vector<Candidate> rank_generators(const Problem& problem, const std::string& method,
+                                       const LowerBound& lower_bound) {
+  std::vector<Candidate> ranking;
+  for (const Generator* generator : chosen_generators(problem, method)) {
+    ranking.push_back(run_generator(problem, *generator, lower_bound));
+  }
+  if (ranking.empty()) throw InputError("no method supports this profile; see `optpipe methods`");
+  std::stable_sort(ranking.begin(), ranking.end(), better);
+  return ranking;
+}
+
+Problem with_uniform_budget(const Problem& problem, int64_t budget) {
+  Problem copy = problem;
+  copy.budget_bytes.assign(problem.ranks, budget);
+  return copy;
+}
+
+// The candidate that comes closest to the budget, the ranks it leaves short, and the smallest
+// budget at which some method of `method` would fit.
+std::string over_budget_message(const Problem& problem, const std::string& method,
+                                const std::vector<Candidate>& tried) {
+  const Candidate* closest = &tried.front();
+  for (const Candidate& c : tried) {
+    if (highest_peak(c) < highest_peak(*closest)) closest = &c;
+  }
+  std::vector<std::string> short_ranks;
+  for (const RankMetrics& rm : closest->metrics.ranks) {
+    if (rm.peak_bytes > rm.budget_bytes) {
+      short_ranks.push_back(fmt::format("rank {} needs {} (budget {})", rm.rank,
+                                        format_bytes_short(rm.peak_bytes),
+                                        format_bytes_short(rm.budget_bytes)));
+    }
+  }
+  const std::optional<int64_t> smallest = smallest_feasible_budget(problem, method);
+  return fmt::format("no schedule fits the memory budget of {}: the closest, {}, leaves {}; {}",
+                     problem.name, closest->method, fmt::join(short_ranks, ", "),
+                     smallest ? fmt::format("{} fits from --memory-budget {} ({})", method,
+                                            *smallest, format_bytes_short(*smallest))
+                              : "no budget makes it fit (an activation larger than the device?)");
+}
+
+}  // namespace
+
+CompileResult compile(const Problem& problem, const std::string& method) {
+  CompileOptions options;
+  options.method = method;
+  options.optimizer.time_limit_seconds = 0;
+  return compile(problem, options);
+}
+
+CompileResult compile(const Problem& problem, const CompileOptions& options) {
+  const std::string& method = options.method;
+  CompileResult result;
+  // The bound depends on the problem alone, and takes about 1 s at R = 32,
+  // m = 256: computed once for every schedule measured here and for the optimiser.
+  const LowerBound lower_bound = makespan_lower_bound(problem);
+  result.ranking = rank_generators(problem, method, lower_bound);
+  std::optional<ScheduleCache> cache;
+  std::optional<CachedSchedule> cached;
+  if (!options.cache_dir.empty()) {
+    try {
+      cache.emplace(options.cache_dir);
+      cached = cache->find(problem, method);
+    } catch (const InputError& e) {
+      result.warnings.push_back(std::string(e.what()) + "; compiling without it");
+      cache.reset();
+    }
+  }
+  if (cached) {
+    Candidate hit{
+        "cache", cached->schedule, compute_metrics(problem, cached->schedule, lower_bound), {}};
+    result.ranking.insert(result.ranking.begin(), std::move(hit));
+    std::stable_sort(result.ranking.begin(), result.ranking.end(), better);
+  }
+  if (!result.ranking.front().rejection.empty()) {
+    result.status = CompileStatus::kOverBudget;
+    result.over_budget_message = over_budget_message(problem, method, result.ranking);
+    return result;
+  }
+  result.best = result.ranking.front();
+  if (options.on_improvement) {
+    options.on_improvement(result.best.schedule, result.best.metrics);
+  }
+  // A stored schedule ends the compile only where it meets the lower bound: what its file says
+  // of its status is not taken on trust.
+  const bool settled =
+      cached && cached->final && result.best.method == "cache" && result.best.metrics.gap <= 1e-9;
+  if (uses_optimizer(method) && options.optimizer.time_limit_seconds > 0 && !settled) {
+    OptimizerOptions optimizer = options.optimizer;
+    optimizer.lower_bound = lower_bound;
+    OptimizeResult optimized =
+        optimize(problem, result.best.schedule, optimizer, options.on_improvement);
+    Candidate milp{"milp", std::move(optimized.schedule), {}, {}};
+    milp.metrics = compute_metrics(problem, milp.schedule, lower_bound);
+    const LowerBound solver_bound{optimized.stats.bound, BoundSource::kSolver};
+    raise_lower_bound(milp.metrics, solver_bound);
+    raise_lower_bound(result.best.metrics, solver_bound);
+    // A seed without the offloads or recomputes it did not need is as fast and moves less.
+    const bool pruned = optimized.stats.offloads_dropped + optimized.stats.recomputes_dropped > 0;
+    if (method == "milp" || pruned || milp.metrics.makespan < result.best.metrics.makespan) {
+      result.best = milp;
+      result.ranking.insert(result.ranking.begin(), milp);
+    }
+    result.solver = optimized.stats;
+  }
+  if (cache) {
+    try {
+      cache->store(problem, method, result.best.schedule, result.best.metrics,
+                   result.solver ? &*result.solver : nullptr);
+    } catch (const InputError& e) {
+      result.warnings.push_back(std::string(e.what()) + "; the result is not cached");
+    }
+  }
+  return result;
+}
+
+std::optional<int64_t> smallest_feasible_budget(const Problem& problem, const std::string& method) {
+  auto fits = [&](int64_t budget) {
+    const Problem at_budget = with_uniform_budget(problem, budget);
+    return rank_generators(at_budget, method, kTrivialBound).front().rejection.empty();
+  };
+  int64_t lo = *std::max_element(problem.static_bytes.begin(), problem.static_bytes.end());
+  // Every activation of a rank live at once: GPipe's peak, enough for any order.
+  int64_t hi = lo;
+  for (int r = 0; r < problem.ranks; ++r) {
+    int64_t all = problem.static_bytes[r];
+    for (int s : problem.stages_of_rank(r)) all += problem.stages[s].activation_bytes;
+    hi = std::max(hi, all * std::max(1, problem.microbatches));
+  }
+  if (!fits(hi)) return std::nullopt;
+  // To 0.1% (at least 1 MiB): about a dozen probes.
+  const int64_t tolerance = std::max<int64_t>(int64_t{1} << 20, hi / 1000);
+  while (hi - lo > tolerance) {
+    const int64_t mid = lo + (hi - lo) / 2;
+    (fits(mid) ? hi : lo) = mid;
+  }
+  return hi;
+}
+
+std::vector<FrontierPoint> memory_frontier(const Problem& problem, int points) {
+  std::vector<FrontierPoint> frontier;
+  const std::optional<int64_t> smallest = smallest_feasible_budget(problem, "auto");
+  if (!smallest) return frontier;
+  // 1F1B's peak, or that of its counterpart with several chunks (ZB-V has 1F1B's peak).
+  const char* reference = problem.chunks_per_rank == 1                  ? "1f1b"
+                          : problem.placement == PlacementKind::kVShape ? "zb-v"
+                                                                        : "interleaved-1f1b";
+  int64_t largest = *smallest;
+  const Generator* generator = find_generator(reference);
+  if (generator && generator->unsupported_reason(problem).empty()) {
+    largest = std::max(largest, highest_peak(run_generator(problem, *generator, kTrivialBound)));
+  }
+  points = std::max(points, 1);
+  for (int i = 0; i < points; ++i) {
+    const int64_t budget =
+        points == 1 ? largest : *smallest + (largest - *smallest) * i / (points - 1);
+    const Problem at_budget = with_uniform_budget(problem, budget);
+    const Candidate best = rank_generators(at_budget, "auto", kTrivialBound).front();
+    frontier.push_back({budget, best.method, best.metrics.makespan, best.rejection.empty()});
+  }
+  return frontier;
+}
+
+void override_budget(Problem& problem, const std::string& size) {
+  const int64_t budget = parse_size(size, "--memory-budget");
+  for (int r = 0; r < problem.ranks; ++r) {
+    if (budget < problem.static_bytes[r]) {
+      throw InputError(fmt::format(
+          "--memory-budget: {} is below rank {}'s static bytes {}; a budget must hold at least "
+          "the weights, gradients and optimizer state",
+          size, r, format_bytes_short(problem.static_bytes[r])));
+    }
+    problem.budget_bytes[r] = budget;
+  }
+}
+
+}  // namespace optpipe

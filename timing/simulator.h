@@ -1,0 +1,56 @@
+// The simulator (DESIGN.md §1): times an Order as soon as possible under the cost model of §3.
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "model/op_table.h"
+#include "model/problem.h"
+#include "model/schedule.h"
+#include "timing/order_revision.h"
+
+namespace optpipe {
+
+// Every action starts at the earliest time its dependencies, its rank's compute stream (compute
+// ops, in order) or its copy channel (transfers, in issue order per rank) allow. Throws
+// DeadlockError naming what each blocked rank waits for when the ranks wait on each other in a
+// cycle, and Error when the order names an op twice or on the wrong rank. Memory is not checked
+// here: validate() does that.
+Schedule simulate(const Problem& problem, const Order& order, const std::string& method);
+
+// As above, with no action starting before its `not_before` time: how a solver's timing, where an
+// op may wait for an offload to free memory, becomes a schedule with the simulator's exact ends.
+Schedule simulate(const Problem& problem, const Order& order, const std::string& method,
+                  const OpTable<double>& not_before);
+
+// As simulate(), with the runtime shim's memory fence: an allocation (F, R or RELOAD) that would
+// take its rank over the budget waits for the end of the rank's first offload after which it
+// fits, where one will (offloads still queued on the rank's channels count, but for a RELOAD not
+// those behind it in its own queue). What no offload can make fit starts as simulate() would
+// start it, and validate() rejects it. So a rank may wait for an offload instead of listing other
+// work in between. An order that simulate() times within the budget is timed the same.
+Schedule simulate_within_budget(const Problem& problem, const Order& order,
+                                const std::string& method);
+
+// Where a change to `rank`'s list of `order` from `position` on leaves `timing` (this function's
+// timing of `order`) as it was: before the start of the rank's last compute op listed ahead of
+// `position` (0 when there is none). Compute ops run in list order, and the transfers listed after
+// that op join the rank's queues when it starts, so what starts earlier does not see the change.
+double unchanged_before(const Order& order, const Schedule& timing, int rank, size_t position);
+
+// The same, re-using `previous`: this function's timing of the order `revision` describes the
+// change from. Throws Error when `previous` lists an early action that `order` does not reach by
+// then.
+Schedule simulate_within_budget(const Problem& problem, const Order& order,
+                                const std::string& method, const Schedule& previous,
+                                const OrderRevision& revision);
+
+// As above, abandoned (nullopt) as soon as some rank is sure to end after `abandon_above`: its
+// compute stream is busy until t and the compute ops it has not run yet take longer than
+// abandon_above - t (with a margin for rounding). What is abandoned ends later in any timing; the
+// local search's moves that it would reject anyway stop there.
+std::optional<Schedule> simulate_within_budget(const Problem& problem, const Order& order,
+                                               const std::string& method, const Schedule& previous,
+                                               const OrderRevision& revision, double abandon_above);
+
+}  // namespace optpipe
