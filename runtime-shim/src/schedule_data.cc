@@ -50,6 +50,106 @@ struct Refusal {
   std::string message;
 };
 
+// What a rank's list must be for its runner to run it as the compiler planned (docs/opsched.md):
+// each op of each of its activations once (F; B and W, or BW; a RELOAD for each OFFLOAD; R at
+// most once, never with an OFFLOAD), in an order that runs each op after what it needs on the
+// rank, by predicted start, with no two compute ops overlapping; memory that holds the static
+// bytes and one activation of its largest stage. The checksums only say the bytes arrived as
+// written; this says a writer wrote a schedule.
+std::optional<std::string> structure_error(const ScheduleData& d, uint32_t r) {
+  const auto& actions = d.actions[r];
+  const int m = d.info.microbatches;
+  std::vector<int> local(d.stages.size(), -1);  // stage -> index among this rank's stages
+  int v = 0;
+  int64_t largest_activation = 0;
+  for (size_t s = 0; s < d.stages.size(); ++s) {
+    if (d.stages[s].rank != static_cast<int32_t>(r)) continue;
+    local[s] = v++;
+    largest_activation = std::max(largest_activation, d.stages[s].activation_bytes);
+  }
+  const optpipe_rt_rank_info& ri = d.ranks[r];
+  if (ri.static_bytes > ri.budget_bytes || ri.budget_bytes - ri.static_bytes < largest_activation) {
+    return format(
+        "rank %u: a budget of %lld bytes cannot hold its static %lld bytes and an "
+        "activation of %lld",
+        r, static_cast<long long>(ri.budget_bytes), static_cast<long long>(ri.static_bytes),
+        static_cast<long long>(largest_activation));
+  }
+  constexpr int kOps = OPSCHED_OP_R + 1;
+  // Position in the list + 1 of each (op, local stage, microbatch); 0: not listed.
+  std::vector<uint32_t> position(size_t(kOps) * v * m, 0);
+  auto at = [&](int op, int stage, int mb) -> uint32_t& {
+    return position[(size_t(local[stage]) * m + mb) * kOps + op];
+  };
+  static const char* const kNames[] = {"F", "B", "W", "BW", "OFFLOAD", "RELOAD", "R"};
+  double previous_start = 0, compute_end = 0;
+  for (size_t i = 0; i < actions.size(); ++i) {
+    const optpipe_rt_action& a = actions[i];
+    uint32_t& slot = at(a.op, a.stage, a.microbatch);
+    if (slot) {
+      return format("rank %u action %zu: %s of stage %d, microbatch %d is listed twice", r, i,
+                    kNames[a.op], a.stage, a.microbatch);
+    }
+    slot = static_cast<uint32_t>(i + 1);
+    const double slack = 1e-6 + 1e-9 * std::abs(a.start);
+    if (a.start + slack < previous_start) {
+      return format("rank %u action %zu: listed after an action that starts later", r, i);
+    }
+    previous_start = std::max(previous_start, a.start);
+    if (is_compute_op(a.op)) {
+      if (a.start + slack < compute_end) {
+        return format("rank %u action %zu: %s overlaps the compute op before it", r, i,
+                      kNames[a.op]);
+      }
+      compute_end = a.end;
+    }
+  }
+  for (size_t s = 0; s < d.stages.size(); ++s) {
+    if (local[s] < 0) continue;
+    const int stage = static_cast<int>(s);
+    for (int j = 0; j < m; ++j) {
+      auto pos = [&](int op) { return at(op, stage, j); };
+      auto where = [&] { return format("rank %u: stage %d, microbatch %d", r, stage, j); };
+      const bool fused = pos(OPSCHED_OP_BW) != 0;
+      const bool split = pos(OPSCHED_OP_B) != 0 || pos(OPSCHED_OP_W) != 0;
+      if (!pos(OPSCHED_OP_F) || fused == split ||
+          (split && (!pos(OPSCHED_OP_B) || !pos(OPSCHED_OP_W)))) {
+        return where() + ": needs F, and B and W or BW, once each";
+      }
+      if ((pos(OPSCHED_OP_OFFLOAD) != 0) != (pos(OPSCHED_OP_RELOAD) != 0)) {
+        return where() + ": an OFFLOAD needs its RELOAD, and a RELOAD its OFFLOAD";
+      }
+      if (pos(OPSCHED_OP_OFFLOAD) && pos(OPSCHED_OP_R)) {
+        return where() + ": both offloaded and recomputed";
+      }
+      const uint32_t backward = fused ? pos(OPSCHED_OP_BW) : pos(OPSCHED_OP_B);
+      // Each pair: the first must be listed before the second.
+      const std::pair<uint32_t, uint32_t> order[] = {
+          {pos(OPSCHED_OP_F), backward},
+          {pos(OPSCHED_OP_F), pos(OPSCHED_OP_OFFLOAD)},
+          {pos(OPSCHED_OP_OFFLOAD), pos(OPSCHED_OP_RELOAD)},
+          {pos(OPSCHED_OP_RELOAD), backward},
+          {pos(OPSCHED_OP_F), pos(OPSCHED_OP_R)},
+          {pos(OPSCHED_OP_R), backward},
+          {pos(OPSCHED_OP_B), pos(OPSCHED_OP_W)}};
+      for (const auto& [first, second] : order) {
+        if (first && second && first > second) return where() + ": its ops are listed out of order";
+      }
+      // A neighbouring stage on the same rank (V-shape's turn, several chunks): forwards go up
+      // the stages, backwards down.
+      if (s + 1 < d.stages.size() && local[s + 1] >= 0) {
+        const uint32_t next_backward = at(OPSCHED_OP_BW, stage + 1, j)
+                                           ? at(OPSCHED_OP_BW, stage + 1, j)
+                                           : at(OPSCHED_OP_B, stage + 1, j);
+        if (at(OPSCHED_OP_F, stage + 1, j) < pos(OPSCHED_OP_F) || backward < next_backward) {
+          return where() + ": listed out of order with the next stage on the rank";
+        }
+      }
+    }
+  }
+  return std::nullopt;
+}
+
 // Checks after both checksums matched: a file this inconsistent came from a faulty writer.
 // Version 1 predates recompute: shorter stage records, no op R.
 std::optional<Refusal> read_content(const Bytes& b, size_t size, uint32_t version,
@@ -203,6 +303,9 @@ std::optional<Refusal> read_content(const Bytes& b, size_t size, uint32_t versio
                    r, i));
       }
     }
+  }
+  for (uint32_t r = 0; r < R; ++r) {
+    if (auto error = structure_error(*out, r)) return corrupt(std::move(*error));
   }
   for (uint32_t r = 0; r < R; ++r) {
     const std::optional<int64_t> pool = host_pool_bytes_for(*out, r);

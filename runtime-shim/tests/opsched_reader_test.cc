@@ -4,7 +4,9 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -331,6 +333,78 @@ TEST(OpschedReader, RefusesTransferBytesOtherThanTheStagesOAndHugeStageBytes) {
     store_u64(huge, at + OPSCHED_ACTION_OFF_BYTES, uint64_t{1} << 62);
   EXPECT_EQ(open_status(resealed(huge)), OPTPIPE_RT_E_CORRUPT);
   EXPECT_NE(std::string(optpipe_rt_last_error()).find("above 2^50"), std::string::npos)
+      << optpipe_rt_last_error();
+}
+
+// Actions changed by a faulty writer, checksums computed again: the structure, not the CRC, is
+// what refuses them, before anything runs.
+TEST(OpschedReader, RefusesASchedulesStructureChangedWithValidChecksums) {
+  const std::string good = small_file();
+  const size_t actions_end = good.size() - OPSCHED_TRAILER_SIZE;
+  std::vector<size_t> rank0;  // rank 0's action records, in file order
+  for (size_t at = kFirstAction; at < actions_end; at += OPSCHED_ACTION_RECORD_SIZE) {
+    if (good[at + OPSCHED_ACTION_OFF_STAGE] == 0) rank0.push_back(at);
+  }
+  ASSERT_EQ(rank0.size(), 8u);
+  // rank 0's list: F(mb0), F(mb1), OFFLOAD(mb0), RELOAD(mb0), B, W, B, W.
+  const uint8_t expected_ops[] = {OPSCHED_OP_F, OPSCHED_OP_F, OPSCHED_OP_OFFLOAD, OPSCHED_OP_RELOAD,
+                                  OPSCHED_OP_B, OPSCHED_OP_W, OPSCHED_OP_B,       OPSCHED_OP_W};
+  for (size_t i = 0; i < rank0.size(); ++i) {
+    ASSERT_EQ(static_cast<uint8_t>(good[rank0[i] + OPSCHED_ACTION_OFF_OP]), expected_ops[i]) << i;
+  }
+  auto record = [&](const std::string& bytes, size_t at) {
+    return bytes.substr(at, OPSCHED_ACTION_RECORD_SIZE);
+  };
+  struct Tampering {
+    const char* name;
+    std::function<void(std::string&)> change;
+    const char* message;
+  };
+  const Tampering tamperings[] = {
+      {"reordered",
+       [&](std::string& b) {  // the two Fs swapped, times and all
+         const std::string first = record(b, rank0[0]);
+         b.replace(rank0[0], first.size(), record(b, rank0[1]));
+         b.replace(rank0[1], first.size(), first);
+       },
+       "listed after an action that starts later"},
+      {"duplicated microbatch",
+       [&](std::string& b) { store_u32(b, rank0[1] + OPSCHED_ACTION_OFF_MICROBATCH, 0); },
+       "listed twice"},
+      {"F turned into B",
+       [&](std::string& b) { b[rank0[0] + OPSCHED_ACTION_OFF_OP] = OPSCHED_OP_B; }, "listed twice"},
+      {"W turned into BW",
+       [&](std::string& b) { b[rank0[7] + OPSCHED_ACTION_OFF_OP] = OPSCHED_OP_BW; },
+       "needs F, and B and W or BW, once each"},
+      {"budget of one byte",
+       [&](std::string& b) { store_u64(b, kRankTable + OPSCHED_RANK_OFF_BUDGET, 1); },
+       "cannot hold"},
+      {"static bytes above the budget",
+       [&](std::string& b) {
+         store_u64(b, kRankTable + OPSCHED_RANK_OFF_STATIC, (uint64_t{1} << 50) + (1 << 30));
+       },
+       "cannot hold"},
+      {"overlapping compute",
+       [&](std::string& b) {  // the second F moved onto the first, its duration kept
+         double start = 0.25, end = 1.25;
+         std::memcpy(&b[rank0[1] + OPSCHED_ACTION_OFF_START], &start, 8);
+         std::memcpy(&b[rank0[1] + OPSCHED_ACTION_OFF_END], &end, 8);
+       },
+       "overlaps the compute op before it"},
+  };
+  for (const Tampering& t : tamperings) {
+    std::string bad = good;
+    t.change(bad);
+    EXPECT_EQ(open_status(resealed(bad)), OPTPIPE_RT_E_CORRUPT) << t.name;
+    EXPECT_NE(std::string(optpipe_rt_last_error()).find(t.message), std::string::npos)
+        << t.name << ": " << optpipe_rt_last_error();
+  }
+  // A dropped action: the rank's count one less and its last record gone from its list.
+  std::string dropped = good;
+  store_u32(dropped, kRankTable + OPSCHED_RANK_OFF_COUNT, static_cast<uint32_t>(rank0.size() - 1));
+  EXPECT_EQ(open_status(resealed(dropped)), OPTPIPE_RT_E_CORRUPT);
+  EXPECT_NE(std::string(optpipe_rt_last_error()).find("needs F, and B and W or BW"),
+            std::string::npos)
       << optpipe_rt_last_error();
 }
 
