@@ -36,6 +36,15 @@ ExitCode exit_code(ErrorKind kind) {
   return kExitInternal;
 }
 
+const CLI::Validator kNonNegativeOrInfinite(
+    [](std::string& input) -> std::string {
+      if (input == "inf" || input == "infinity") return "";
+      return kFiniteNonNegative(input).empty()
+                 ? ""
+                 : fmt::format("must be a number >= 0 or inf, got {}", input);
+    },
+    "NUMBER >= 0 or inf");
+
 const CLI::Validator kNonEmpty(
     [](std::string& input) -> std::string {
       return input.empty() ? "must not be empty (an unset shell variable?)" : "";

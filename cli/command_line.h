@@ -27,6 +27,9 @@ using CommandRunner = std::function<int()>;
 // this names the rule).
 extern const CLI::Validator kFiniteNonNegative;
 
+// The same, or inf (infinity): a limit that is no limit.
+extern const CLI::Validator kNonNegativeOrInfinite;
+
 // Refuses an empty value: an unset shell variable, not a choice.
 extern const CLI::Validator kNonEmpty;
 

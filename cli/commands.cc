@@ -133,7 +133,9 @@ CompileOptions compile_options(const CompileArgs& args, const Problem& problem,
                                const std::string& output, const InterruptWatch& interrupts) {
   CompileOptions options;
   options.method = args.method;
-  options.optimizer.time_limit_seconds = args.time_limit_seconds;
+  // inf: a century, which no deadline arithmetic overflows on.
+  options.optimizer.time_limit_seconds =
+      std::isinf(args.time_limit_seconds) ? 100 * 365.25 * 86400 : args.time_limit_seconds;
   options.optimizer.target_gap = args.gap;
   options.optimizer.threads = args.threads;
   options.optimizer.verbose = args.verbose;
@@ -272,8 +274,9 @@ CommandRunner add_compile_command(CLI::App& app) {
   add_budget_option(app, args->budget);
   add_summary_option(app, args->summary);
   app.add_option("--time-limit", args->time_limit_seconds,
-                 "Seconds the optimiser may run (auto, milp; default 60, 0 skips it)")
-      ->check(kFiniteNonNegative);
+                 "Seconds the optimiser may run (auto, milp; default 60, 0 skips it, inf: until "
+                 "proven optimal or interrupted)")
+      ->check(kNonNegativeOrInfinite);
   app.add_option("--gap", args->gap,
                  "Stop the optimiser once the makespan is within this fraction of the lower "
                  "bound, e.g. 0.01 for 1% (default 0: at the time limit or a proven optimum)")

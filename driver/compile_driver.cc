@@ -114,14 +114,21 @@ std::string over_budget_message(const Problem& problem, const std::string& metho
   for (const Candidate& c : tried) {
     if (highest_peak(c) < highest_peak(*closest)) closest = &c;
   }
+  // The first few ranks that do not fit, and how many more: one readable line at any R.
+  constexpr int kRanksNamed = 4;
   std::vector<std::string> short_ranks;
+  int unnamed = 0;
   for (const RankMetrics& rm : closest->metrics.ranks) {
-    if (rm.peak_bytes > rm.budget_bytes) {
-      short_ranks.push_back(fmt::format("rank {} needs {} (budget {})", rm.rank,
-                                        format_bytes_short(rm.peak_bytes),
-                                        format_bytes_short(rm.budget_bytes)));
+    if (rm.peak_bytes <= rm.budget_bytes) continue;
+    if (static_cast<int>(short_ranks.size()) == kRanksNamed) {
+      ++unnamed;
+      continue;
     }
+    short_ranks.push_back(fmt::format("rank {} needs {} (budget {})", rm.rank,
+                                      format_bytes_short(rm.peak_bytes),
+                                      format_bytes_short(rm.budget_bytes)));
   }
+  if (unnamed > 0) short_ranks.push_back(fmt::format("and {} more ranks", unnamed));
   const std::optional<int64_t> smallest = smallest_feasible_budget(problem, method);
   return fmt::format("no schedule fits the memory budget of {}: the closest, {}, leaves {}; {}",
                      problem.name, closest->method, fmt::join(short_ranks, ", "),

@@ -12,6 +12,7 @@
 #include <fstream>
 #include <iostream>
 #include <sstream>
+#include <vector>
 
 #include "model/errors.h"
 
@@ -24,10 +25,20 @@ std::string read_text_file(const std::string& path) {
   }
   std::ifstream in(path, std::ios::binary);
   if (!in) throw InputError(fmt::format("cannot read {}: {}", path, std::strerror(errno)));
-  std::ostringstream text;
-  text << in.rdbuf();
+  // Read in blocks up to the limit, so /dev/zero or a runaway pipe ends in an error, not the OOM
+  // killer.
+  std::string text;
+  std::vector<char> block(1 << 20);
+  while (in) {
+    in.read(block.data(), static_cast<std::streamsize>(block.size()));
+    text.append(block.data(), static_cast<size_t>(in.gcount()));
+    if (text.size() > kMaxInputBytes) {
+      throw InputError(fmt::format("cannot read {}: larger than {} GiB, the most optpipe reads",
+                                   path, kMaxInputBytes >> 30));
+    }
+  }
   if (in.bad()) throw InputError(fmt::format("cannot read {}: read error", path));
-  return text.str();
+  return text;
 }
 
 namespace {

@@ -1,6 +1,7 @@
 // Whole-file reads and atomic writes (temp file + rename), so a reader never sees half a file.
 #pragma once
 
+#include <cstddef>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -8,7 +9,11 @@
 
 namespace optpipe {
 
-// InputError "cannot read <path>: <reason>" when the file cannot be read.
+// The most read_text_file reads: a schedule of R = 64, m = 65,536 with offloads is about 1 GiB.
+inline constexpr size_t kMaxInputBytes = size_t{2} << 30;
+
+// InputError "cannot read <path>: <reason>" when the file cannot be read or is larger than
+// kMaxInputBytes.
 std::string read_text_file(const std::string& path);
 
 // Writes `content` to `path`, "-" meaning stdout. A regular file (or none) is replaced whole: the

@@ -181,24 +181,58 @@ std::optional<std::string_view> nearest_name(std::string_view word,
   return std::nullopt;
 }
 
-json parse_json_document(std::string_view text, const std::string& source) {
-  // nlohmann keeps the last of two equal keys; a document that says "ranks" twice is a mistake.
-  std::vector<std::set<std::string>> keys;  // per object open at this point of the parse
+namespace {
+
+// nlohmann keeps the last of two equal keys; a document that says "ranks" twice is a mistake.
+// Found by a SAX pass of its own: nlohmann's callback parser erases discarded values by scanning
+// the enclosing object or array at each object's end, quadratic in a long array of objects.
+class RepeatedKeyFinder : public nlohmann::json_sax<json> {
+ public:
   std::string twice;
-  const json::parser_callback_t note_keys = [&](int, json::parse_event_t event, json& parsed) {
-    if (event == json::parse_event_t::object_start) keys.emplace_back();
-    if (event == json::parse_event_t::object_end) keys.pop_back();
-    if (event == json::parse_event_t::key &&
-        !keys.back().insert(parsed.get<std::string>()).second && twice.empty()) {
-      twice = parsed.get<std::string>();
-    }
+
+  bool null() override { return true; }
+  bool boolean(bool) override { return true; }
+  bool number_integer(number_integer_t) override { return true; }
+  bool number_unsigned(number_unsigned_t) override { return true; }
+  bool number_float(number_float_t, const string_t&) override { return true; }
+  bool string(string_t&) override { return true; }
+  bool binary(binary_t&) override { return true; }
+  bool start_object(std::size_t) override {
+    keys_.emplace_back();
     return true;
-  };
+  }
+  bool key(string_t& key) override {
+    if (!keys_.back().insert(key).second && twice.empty()) twice = key;
+    return true;
+  }
+  bool end_object() override {
+    keys_.pop_back();
+    return true;
+  }
+  bool start_array(std::size_t) override { return true; }
+  bool end_array() override { return true; }
+  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception&) override {
+    return false;  // reported by the parse proper
+  }
+
+ private:
+  std::vector<std::set<std::string>> keys_;  // per object open at this point
+};
+
+}  // namespace
+
+json parse_json_document(std::string_view text, const std::string& source) {
+  if (const size_t nul = text.find('\0'); nul != std::string_view::npos) {
+    throw_malformed(text_position(text, nul, source),
+                    "a NUL byte, which JSON text never has (a binary file?)");
+  }
   try {
-    json document = json::parse(text.begin(), text.end(), note_keys);
-    if (!twice.empty()) {
-      throw_malformed(source,
-                      fmt::format("key \"{}\" appears twice in one object; keep one", twice));
+    json document = json::parse(text.begin(), text.end());
+    RepeatedKeyFinder finder;
+    json::sax_parse(text.begin(), text.end(), &finder);
+    if (!finder.twice.empty()) {
+      throw_malformed(
+          source, fmt::format("key \"{}\" appears twice in one object; keep one", finder.twice));
     }
     return document;
   } catch (const json::parse_error& e) {

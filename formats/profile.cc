@@ -313,6 +313,12 @@ Problem read_profile(const JsonField& root, const std::string& source) {
   Problem problem;
   const auto name = root.find("name");
   problem.name = name ? name->string() : default_name(source);
+  // The name is printed in tables and messages: escape codes or line breaks would forge them.
+  if (name && std::any_of(problem.name.begin(), problem.name.end(), [](char c) {
+        return static_cast<unsigned char>(c) < 0x20 || c == 0x7f;
+      })) {
+    name->fail("must not contain control characters (escape codes, line breaks, tabs)");
+  }
   if (auto unit = root.find("time_unit")) {
     problem.time_unit =
         unit->choice<TimeUnit>({{"ms", TimeUnit::kMilliseconds}, {"us", TimeUnit::kMicroseconds}});

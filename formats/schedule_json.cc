@@ -76,6 +76,12 @@ Action read_action(const JsonField& field) {
 }  // namespace
 
 ScheduleFile parse_schedule_json(std::string_view json_text, const std::string& source) {
+  if (json_text.substr(0, 7) == "OPSCHED") {
+    throw InputError(
+        fmt::format("{}: is a binary .opsched; this reads the JSON schedule "
+                    "(optpipe-compile's default --format json)",
+                    source));
+  }
   const json document = parse_json_document(json_text, source);
   const JsonField root(document, source);
   root.expect_object(

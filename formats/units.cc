@@ -81,6 +81,17 @@ int64_t parse_size(std::string_view text, const std::string& field) {
                                  preview_json(json(std::string(text))), fix.empty() ? "" : "; ",
                                  fix));
   };
+  // A byte count in scientific notation, as shells and scripts print them: "1e9", "6.4e10".
+  if (text.find_first_of("eE") != std::string_view::npos) {
+    double bytes = -1;
+    const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), bytes);
+    if (error == std::errc() && end == text.data() + text.size()) {
+      if (!(bytes >= 0) || bytes != std::floor(bytes))
+        return fail("must be a whole number of bytes");
+      if (bytes > static_cast<double>(kMaxSizeBytes)) return fail("must be at most 1024TiB");
+      return static_cast<int64_t>(bytes);
+    }
+  }
   const std::optional<WrittenSize> written = split_size(text);
   if (!written) return fail(R"(must be a size like 123, "512MiB" or "1.5GB")");
   const auto unit = std::find_if(kSizeUnits.begin(), kSizeUnits.end(),

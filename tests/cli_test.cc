@@ -117,12 +117,17 @@ TEST_F(CliTest, UnknownMethodAndBadFlagExitTwo) {
 }
 
 TEST_F(CliTest, NegativeOrNonNumericLimitsExitTwoNamingTheRule) {
-  for (const char* flag : {"--time-limit -1", "--gap nan", "--gap 1%", "--time-limit inf"}) {
+  for (const char* flag : {"--time-limit -1", "--gap nan", "--gap 1%", "--gap inf"}) {
     const CommandResult r = run("optpipe-compile", example("gpt-4rank.json") + " " + flag);
     EXPECT_EQ(r.exit_code, 2) << flag;
     EXPECT_EQ(lines(r.err), 1) << r.err;
     EXPECT_NE(r.err.find("must be a number >= 0"), std::string::npos) << r.err;
   }
+  // No time limit is a limit of inf.
+  const CommandResult r =
+      run("optpipe-compile",
+          example("gpt-4rank.json") + " --method 1f1b --time-limit inf -q -o " + path("s.json"));
+  EXPECT_EQ(r.exit_code, 0) << r.err;
 }
 
 // The benchmark harness answers bad flags as the compiler does, before it runs any case.

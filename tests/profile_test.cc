@@ -325,6 +325,12 @@ TEST(ParseSize, AcceptsBytesAndUnits) {
   for (const auto& [text, bytes] : cases) EXPECT_EQ(parse_size(text, "size"), bytes) << text;
 }
 
+// Byte counts as shells and scripts print them.
+TEST(ParseSize, AcceptsScientificNotation) {
+  EXPECT_EQ(parse_size("1e9", "--memory-budget"), 1000000000);
+  EXPECT_EQ(parse_size("6.4E10", "--memory-budget"), 64000000000);
+}
+
 TEST(ParseSize, RejectsWithOneLineNamingTheField) {
   const std::pair<const char*, const char*> cases[] = {
       {"", "must be a size like"},
@@ -334,7 +340,9 @@ TEST(ParseSize, RejectsWithOneLineNamingTheField) {
       {" 5", "must be a size like"},
       {"5.", "must be a size like"},
       {".5GiB", "must be a size like"},
-      {"1e9", "unknown unit \"e9\""},
+      {"1e9.5", "unknown unit \"e9.5\""},
+      {"1.5e0", "must be a whole number of bytes"},
+      {"2e15", "must be at most 1024TiB"},
       {"1.5", "must be a whole number of bytes"},
       {"1.5B", "must be a whole number of bytes"},
       {"40gib", "did you mean \"GiB\"?"},

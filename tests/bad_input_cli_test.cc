@@ -1,0 +1,76 @@
+// Inputs users trip on get exit 2 and one line that says what is wrong, however odd the input.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "tests/command_line_test.h"
+
+namespace optpipe {
+namespace {
+
+using testing::CommandResult;
+using testing::lines;
+using BadInputCliTest = testing::CommandLineTest;
+
+TEST_F(BadInputCliTest, ABinaryScheduleGivenForJsonIsNamed) {
+  ASSERT_EQ(run("optpipe-compile", example("gpt-4rank.json") +
+                                       " --method 1f1b --format bin -q -o " + path("s.opsched"))
+                .exit_code,
+            0);
+  const CommandResult r =
+      run("optpipe", "validate " + example("gpt-4rank.json") + " " + path("s.opsched"));
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(lines(r.err), 1) << r.err;
+  EXPECT_NE(r.err.find("is a binary .opsched"), std::string::npos) << r.err;
+}
+
+TEST_F(BadInputCliTest, ANulByteIsNamedWithItsPlace) {
+  write("nul.json", std::string("{\"format\": \"optpipe.profile/v1\",\0 }", 36));
+  const CommandResult r = run("optpipe-compile", path("nul.json"));
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(lines(r.err), 1) << r.err;
+  EXPECT_NE(r.err.find("nul.json:1:33: malformed JSON: a NUL byte"), std::string::npos) << r.err;
+}
+
+TEST_F(BadInputCliTest, AnEndlessInputEndsInAnError) {
+  const CommandResult r = run("optpipe-compile", "/dev/zero");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("larger than 2 GiB"), std::string::npos) << r.err;
+}
+
+TEST_F(BadInputCliTest, ControlCharactersInTheNameAreRefusedNotPrinted) {
+  nlohmann::json profile = nlohmann::json::parse(slurp(example("gpt-4rank.json")));
+  profile["name"] = "evil\x1b[31mred\nsecond line";
+  write("evil.json", profile.dump());
+  const CommandResult r = run("optpipe-compile", path("evil.json"));
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(lines(r.err), 1) << r.err;
+  EXPECT_EQ(r.err.find('\x1b'), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("name: must not contain control characters"), std::string::npos) << r.err;
+}
+
+// At many ranks the exit-3 message names the first ranks that do not fit and counts the rest.
+TEST_F(BadInputCliTest, TheOverBudgetMessageStaysOneShortLineAtManyRanks) {
+  write("wide.json", R"({"format": "optpipe.profile/v1", "name": "wide",
+    "pipeline": {"ranks": 64, "microbatches": 64},
+    "stage_defaults": {"forward": 1, "backward_input": 1, "backward_weight": 1,
+                       "activation_bytes": "1GiB"},
+    "memory": {"budget_bytes": "1GiB"}})");
+  const CommandResult r = run("optpipe-compile", path("wide.json") + " --method 1f1b");
+  EXPECT_EQ(r.exit_code, 3) << r.err;
+  EXPECT_EQ(lines(r.err), 1) << r.err;
+  EXPECT_NE(r.err.find("more ranks"), std::string::npos) << r.err;
+  EXPECT_LT(r.err.size(), 600u) << r.err;
+}
+
+TEST_F(BadInputCliTest, SizesInScientificNotationAreBytes) {
+  const CommandResult r = run(
+      "optpipe-compile", example("gpt-4rank.json") +
+                             " --method zb-auto --memory-budget 6.4e10 -q -o " + path("s.json"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(slurp(path("s.json")))["ranks"][0]["budget_bytes"], 64000000000);
+}
+
+}  // namespace
+}  // namespace optpipe
