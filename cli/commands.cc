@@ -188,6 +188,10 @@ int run_compile(const CompileArgs& args) {
     if (!path.empty() && path != "-") check_writable(path);
   }
   args.summary.stdout_taken = output == "-" || args.trace == "-" || args.torch_csv == "-";
+  if (interrupts.signal()) {  // while the profile was read: nothing to keep yet
+    std::cerr << "interrupted before the compile began: no schedule written\n";
+    return interrupts.exit_code(kExitOk);
+  }
   const CompileResult result = compile(problem, compile_options(args, problem, output, interrupts));
   for (const std::string& warning : result.warnings) std::cerr << "warning: " << warning << "\n";
   if (result.status == CompileStatus::kOverBudget) {

@@ -1,6 +1,7 @@
 #include "cli/interrupt_watch.h"
 
 #include <pthread.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstdlib>
@@ -41,7 +42,13 @@ void InterruptWatch::watch(const std::stop_token& stop) {
   while (!stop.stop_requested()) {
     const int received = take(kPoll);
     if (!received) continue;
-    if (signal_) std::_Exit(128 + received);  // the second: at once
+    if (signal_) {  // the second: at once, saying what is left behind
+      static constexpr char kMessage[] =
+          "interrupted again: quitting at once; an output holds the last schedule reported as "
+          "written above, if any, and nothing newer\n";
+      [[maybe_unused]] const ssize_t written = ::write(2, kMessage, sizeof kMessage - 1);
+      std::_Exit(128 + received);
+    }
     signal_ = received;
     if (on_first_) on_first_(received);
   }

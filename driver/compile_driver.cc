@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <chrono>
+#include <functional>
 
 #include "bounds/makespan_lower_bound.h"
 #include "driver/schedule_cache.h"
@@ -88,12 +90,22 @@ int64_t highest_peak(const Candidate& c) {
 }
 
 // Every chosen generator's schedule: usable ones by makespan (ties: lower peak), then the rest.
-// `lower_bound`: as for run_generator.
+// `lower_bound`: as for run_generator. Once `stop` says so (the time limit, an interrupt), the
+// generators not yet run are skipped, as soon as one schedule fits; `skipped` counts them.
 std::vector<Candidate> rank_generators(const Problem& problem, const std::string& method,
-                                       const LowerBound& lower_bound) {
+                                       const LowerBound& lower_bound,
+                                       const std::function<bool()>& stop = nullptr,
+                                       int* skipped = nullptr) {
   std::vector<Candidate> ranking;
-  for (const Generator* generator : chosen_generators(problem, method)) {
-    ranking.push_back(run_generator(problem, *generator, lower_bound));
+  const std::vector<const Generator*> chosen = chosen_generators(problem, method);
+  bool fits = false;
+  for (size_t i = 0; i < chosen.size(); ++i) {
+    if (fits && stop && stop()) {
+      if (skipped) *skipped = static_cast<int>(chosen.size() - i);
+      break;
+    }
+    ranking.push_back(run_generator(problem, *chosen[i], lower_bound));
+    fits = fits || ranking.back().rejection.empty();
   }
   if (ranking.empty()) throw InputError("no method supports this profile; see `optpipe methods`");
   std::stable_sort(ranking.begin(), ranking.end(), better);
@@ -147,12 +159,28 @@ CompileResult compile(const Problem& problem, const std::string& method) {
 }
 
 CompileResult compile(const Problem& problem, const CompileOptions& options) {
+  const auto started = std::chrono::steady_clock::now();
   const std::string& method = options.method;
   CompileResult result;
   // The bound depends on the problem alone, and takes about 1 s at R = 32,
   // m = 256: computed once for every schedule measured here and for the optimiser.
   const LowerBound lower_bound = makespan_lower_bound(problem);
-  result.ranking = rank_generators(problem, method, lower_bound);
+  // --time-limit bounds the generators too: past it, or after an interrupt, the methods not yet
+  // tried are skipped once one schedule fits.
+  const double limit = options.optimizer.time_limit_seconds;
+  const auto stop = [&] {
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    return (limit > 0 && seconds >= limit) ||
+           (options.optimizer.interrupted && options.optimizer.interrupted());
+  };
+  int skipped = 0;
+  result.ranking = rank_generators(problem, method, lower_bound, stop, &skipped);
+  if (skipped > 0) {
+    result.warnings.push_back(fmt::format(
+        "{} of the methods were not tried: the time limit had passed or an interrupt came",
+        skipped));
+  }
   std::optional<ScheduleCache> cache;
   std::optional<CachedSchedule> cached;
   if (!options.cache_dir.empty()) {
@@ -183,8 +211,12 @@ CompileResult compile(const Problem& problem, const CompileOptions& options) {
   // of its status is not taken on trust.
   const bool settled =
       cached && cached->final && result.best.method == "cache" && result.best.metrics.gap <= 1e-9;
-  if (uses_optimizer(method) && options.optimizer.time_limit_seconds > 0 && !settled) {
+  // What the bound and the generators left of the time limit.
+  const double remaining =
+      limit - std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  if (uses_optimizer(method) && limit > 0 && !settled) {
     OptimizerOptions optimizer = options.optimizer;
+    optimizer.time_limit_seconds = std::max(remaining, 0.0);
     optimizer.lower_bound = lower_bound;
     OptimizeResult optimized =
         optimize(problem, result.best.schedule, optimizer, options.on_improvement);

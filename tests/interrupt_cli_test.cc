@@ -21,6 +21,7 @@ using testing::CommandResult;
 
 class InterruptCliTest : public testing::CommandLineTest,
                          public ::testing::WithParamInterface<int> {};
+using CommandLineTestWithTimeLimit = testing::CommandLineTest;
 
 // The demo profile at 52 GiB: the optimiser runs for about 45 s before it proves its optimum.
 // Without a handler the signal would end the process with the summary unwritten
@@ -55,6 +56,50 @@ TEST_P(InterruptCliTest, LeavesTheBestScheduleSummarisedAndValid) {
   EXPECT_DOUBLE_EQ(
       nlohmann::json::parse(slurp(schedule)).at("metrics").at("makespan").get<double>(),
       summary.at("makespan").get<double>());
+}
+
+// A second signal ends the run at once, and says what it leaves behind.
+TEST_P(InterruptCliTest, ASecondSignalQuitsAtOnceSayingWhatIsWritten) {
+  const int signal = GetParam();
+  const std::string schedule = path("s.json");
+  const pid_t pid =
+      start("optpipe-compile",
+            example("gpt-8rank.json") + " --memory-budget 52GiB --time-limit 600 -o " + schedule);
+  ASSERT_GT(pid, 0);
+  for (auto waited = 0ms; !std::filesystem::exists(schedule) && waited < 60s; waited += 50ms) {
+    std::this_thread::sleep_for(50ms);
+  }
+  ASSERT_EQ(kill(pid, signal), 0);
+  std::this_thread::sleep_for(10ms);
+  kill(pid, signal);  // the run may already have ended after the first
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status)) << "killed by signal " << WTERMSIG(status);
+  EXPECT_EQ(WEXITSTATUS(status), 128 + signal);
+  const std::string err = slurp(path("stderr.txt"));
+  if (err.find("interrupted again") == std::string::npos) {
+    EXPECT_NE(err.find("schedule written to"), std::string::npos) << err;  // the first finished
+  }
+  // Either way the file is a whole, valid schedule.
+  EXPECT_EQ(run("optpipe",
+                "validate " + example("gpt-8rank.json") + " " + schedule + " --memory-budget 52GiB")
+                .exit_code,
+            0);
+}
+
+// --time-limit bounds the generators too: past it, the methods not yet tried are skipped.
+TEST_F(CommandLineTestWithTimeLimit, TheTimeLimitBoundsTheGenerators) {
+  write("long.json", R"({"format": "optpipe.profile/v1", "name": "long",
+    "pipeline": {"ranks": 4, "microbatches": 8192},
+    "stage_defaults": {"forward": 1, "backward_input": 1, "backward_weight": 1,
+                       "activation_bytes": "1GiB"},
+    "memory": {"budget_bytes": "80GiB"}})");
+  const CommandResult r =
+      run("optpipe-compile", path("long.json") + " --time-limit 0.2 -o " + path("s.json"));
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("methods were not tried: the time limit had passed"), std::string::npos)
+      << r.err;
+  EXPECT_EQ(run("optpipe", "validate " + path("long.json") + " " + path("s.json")).exit_code, 0);
 }
 
 INSTANTIATE_TEST_SUITE_P(Signals, InterruptCliTest, ::testing::Values(SIGINT, SIGTERM),
