@@ -9,7 +9,7 @@ DEMO_TIME_LIMIT ?= 10
 DEMO_TIGHT_BUDGET ?= 55GiB
 BENCH_BUILD_DIR ?= build-release
 
-.PHONY: all deps python-env build test demo torch-demo bench asan clean format
+.PHONY: all deps python-env build test demo torch-demo bench asan fuzz clean format
 
 all: build
 
@@ -51,8 +51,26 @@ bench: deps
 asan:
 	$(MAKE) test BUILD_DIR=build-asan BUILD_TYPE=Debug CMAKE_FLAGS="-DOPTPIPE_SANITIZE=ON -DOPTPIPE_WERROR=ON"
 
+# libFuzzer on the schedule JSON reader with the validator, and on the shim's .opsched reader
+# (tests/fuzz), from the seeds fuzz_seeds writes; FUZZ_SECONDS each (CI: 30; longer runs:
+# make fuzz FUZZ_SECONDS=600). Needs clang and its fuzzer runtime, installed when missing.
+FUZZ_BUILD_DIR ?= build-fuzz
+FUZZ_SECONDS ?= 30
+fuzz: deps
+	@tools/install-deps.sh fuzz
+	CC=clang CXX=clang++ cmake -S . -B $(FUZZ_BUILD_DIR) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DOPTPIPE_FUZZ=ON
+	cmake --build $(FUZZ_BUILD_DIR) -j $(JOBS) --target fuzz_seeds schedule_json_fuzzer opsched_fuzzer
+	$(FUZZ_BUILD_DIR)/bin/fuzz_seeds examples/gpt-4rank.json $(FUZZ_BUILD_DIR)/seeds
+	for target in schedule_json opsched; do \
+	  dir=$$([ $$target = opsched ] && echo opsched || echo json); \
+	  mkdir -p $(FUZZ_BUILD_DIR)/corpus/$$target && \
+	  $(FUZZ_BUILD_DIR)/bin/$${target}_fuzzer -max_total_time=$(FUZZ_SECONDS) -timeout=10 \
+	    -rss_limit_mb=4096 -print_final_stats=1 $(FUZZ_BUILD_DIR)/corpus/$$target \
+	    $(FUZZ_BUILD_DIR)/seeds/$$dir tests/fuzz/corpus/$$dir || exit 1; \
+	done
+
 format:
 	git ls-files '*.cc' '*.h' | xargs clang-format -i
 
 clean:
-	rm -rf build build-asan
+	rm -rf build build-asan build-fuzz

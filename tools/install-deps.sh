@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# Installs the Debian packages optpipe builds with, when missing. Idempotent; as non-root it prints
+# Installs the Debian packages optpipe builds with, when missing (with "fuzz": those of make fuzz). Idempotent; as non-root it prints
 # the command to run instead.
 set -euo pipefail
 
 packages=(cmake ninja-build g++ pkg-config coinor-libcbc-dev libcli11-dev nlohmann-json3-dev
           libfmt-dev libgtest-dev libssl-dev)
+# `tools/install-deps.sh fuzz`: also clang and its libFuzzer runtime (make fuzz).
+if [ "${1:-}" = fuzz ]; then packages+=(clang libclang-rt-dev); fi
 
 missing=()
 for pkg in "${packages[@]}"; do
