@@ -16,8 +16,8 @@
 #include <limits>
 #include <optional>
 
+#include "heuristics/list_policies.h"
 #include "heuristics/list_scheduler.h"
-#include "heuristics/memory_policies.h"
 #include "heuristics/needless_savings.h"
 #include "heuristics/offload_generators.h"
 #include "heuristics/offload_orders.h"
@@ -217,7 +217,7 @@ void offer_pipeoffload(const Problem& problem, Search& search) {
 // Offload decided while scheduling, over how long-lived an activation must be to go (in older
 // microbatches awaiting B) and how early it comes back, the later chunk's F first (with several
 // chunks per rank it drains the pipeline, usually the faster) before the earlier's; Ws fill the
-// gaps that fit them (the neighbourhood's most frequent winner, heuristics/memory_policies.h).
+// gaps that fit them (the neighbourhood's most frequent winner, heuristics/list_policies.h).
 // Its orders carry their transfers, so they are only timed: the search keeps one that fits. A
 // run is abandoned once it cannot beat the best fit, and policies often agree (thresholds that
 // no activation reaches): an order already timed is not timed again.

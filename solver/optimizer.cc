@@ -18,7 +18,7 @@
 
 #include "bounds/makespan_lower_bound.h"
 #include "bounds/sequencing_bound.h"
-#include "heuristics/memory_policies.h"
+#include "heuristics/list_policies.h"
 #include "heuristics/needless_savings.h"
 #include "heuristics/offload_placement.h"
 #include "model/dependencies.h"
@@ -276,7 +276,7 @@ class Search {
   }
 
   // AdaOffload's list scheduler under the neighbourhood of its policies
-  // (heuristics/memory_policies.h) for up to half of `seconds`, then descents over per-rank
+  // (heuristics/list_policies.h) for up to half of `seconds`, then descents over per-rank
   // limits from the fastest of them in turn: where the order has to offload, these find better
   // placements in that time than CBC or the local search, which then start from the best.
   void explore_offloading_policies(double seconds) {

@@ -16,7 +16,7 @@
 
 #include "bounds/makespan_lower_bound.h"
 #include "heuristics/classic.h"
-#include "heuristics/memory_policies.h"
+#include "heuristics/list_policies.h"
 #include "heuristics/offload_placement.h"
 #include "model/errors.h"
 #include "solver/segment.h"
