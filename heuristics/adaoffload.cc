@@ -12,6 +12,8 @@
 // The lists come first: they are cheap and usually the best, and a candidate whose compute order
 // alone is no faster than the best fit is never fitted, so a good early fit spares the costly
 // fitting of the rest.
+#include "heuristics/adaoffload.h"
+
 #include <algorithm>
 #include <limits>
 #include <optional>
@@ -19,8 +21,8 @@
 #include "heuristics/list_policies.h"
 #include "heuristics/list_scheduler.h"
 #include "heuristics/needless_savings.h"
-#include "heuristics/offload_generators.h"
 #include "heuristics/offload_orders.h"
+#include "heuristics/pipeoffload.h"
 #include "heuristics/planned_offload.h"
 #include "heuristics/recomputing_lists.h"
 #include "model/errors.h"

@@ -2,8 +2,9 @@
 
 #include <fmt/format.h>
 
+#include "heuristics/adaoffload.h"
 #include "heuristics/classic.h"
-#include "heuristics/offload_generators.h"
+#include "heuristics/pipeoffload.h"
 #include "heuristics/zero_bubble_memory.h"
 
 namespace optpipe {

@@ -1,16 +1,16 @@
 // The offload generators (pipeoffload, adaoffload): every schedule validates, fits the budget
 // when the generator says so, AdaOffload offloads nothing with ample memory and is never slower
 // than PipeOffload at the same budget.
-#include "heuristics/offload_generators.h"
-
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cstdio>
 
+#include "heuristics/adaoffload.h"
 #include "heuristics/classic.h"
 #include "heuristics/offload_orders.h"
 #include "heuristics/offload_placement.h"
+#include "heuristics/pipeoffload.h"
 #include "heuristics/registry.h"
 #include "heuristics/timing_within_budget.h"
 #include "tests/test_problems.h"
