@@ -9,8 +9,8 @@
 #include <limits>
 #include <optional>
 
-#include "heuristics/classic.h"
 #include "heuristics/offload_orders.h"
+#include "heuristics/one_f_one_b.h"
 #include "model/errors.h"
 #include "timing/metrics.h"
 #include "timing/simulator.h"

@@ -7,9 +7,10 @@
 #include <cstdio>
 
 #include "heuristics/adaoffload.h"
-#include "heuristics/classic.h"
+#include "heuristics/gpipe.h"
 #include "heuristics/offload_orders.h"
 #include "heuristics/offload_placement.h"
+#include "heuristics/one_f_one_b.h"
 #include "heuristics/pipeoffload.h"
 #include "heuristics/registry.h"
 #include "heuristics/timing_within_budget.h"

@@ -15,9 +15,9 @@
 #include <vector>
 
 #include "bounds/makespan_lower_bound.h"
-#include "heuristics/classic.h"
 #include "heuristics/list_policies.h"
 #include "heuristics/offload_placement.h"
+#include "heuristics/one_f_one_b.h"
 #include "model/errors.h"
 #include "solver/segment.h"
 #include "tests/test_problems.h"

@@ -9,7 +9,7 @@
 #include <optional>
 #include <stdexcept>
 
-#include "heuristics/classic.h"
+#include "heuristics/one_f_one_b.h"
 #include "heuristics/registry.h"
 #include "model/errors.h"
 #include "timing/memory_timeline.h"
