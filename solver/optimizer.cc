@@ -128,10 +128,11 @@ void run_workers(int workers, const Work& work) {
   if (failure) std::rethrow_exception(failure);
 }
 
-class Search {
+// One call of optimize(): the search from one seed, its time limit, its best schedule and bound.
+class OptimizerRun {
  public:
-  Search(const Problem& problem, const OptimizerOptions& options,
-         const ImprovementCallback& on_improvement)
+  OptimizerRun(const Problem& problem, const OptimizerOptions& options,
+               const ImprovementCallback& on_improvement)
       : problem_(problem),
         options_(options),
         on_improvement_(on_improvement),
@@ -553,7 +554,7 @@ class Search {
 OptimizeResult optimize(const Problem& problem, const Schedule& seed,
                         const OptimizerOptions& options,
                         const ImprovementCallback& on_improvement) {
-  return Search(problem, options, on_improvement).run(seed);
+  return OptimizerRun(problem, options, on_improvement).run(seed);
 }
 
 }  // namespace optpipe
