@@ -20,8 +20,8 @@
 
 #include "heuristics/list_policies.h"
 #include "heuristics/list_scheduler.h"
-#include "heuristics/needless_savings.h"
 #include "heuristics/offload_orders.h"
+#include "heuristics/offload_recompute_pruning.h"
 #include "heuristics/pipeoffload.h"
 #include "heuristics/planned_offload.h"
 #include "heuristics/recomputing_lists.h"
@@ -277,13 +277,13 @@ void search_recomputing_lists(const Problem& problem, AdaOffloadSearch& search) 
 }
 
 // The best order without the offloads and recomputes it does not need, where it stays as fast
-// (heuristics/needless_savings.h): the lists offload eagerly, and fitting recomputes where the
-// link is slow. A copy left out also leaves its channel to the others, so the order may end
+// (heuristics/offload_recompute_pruning.h): the lists offload eagerly, and fitting recomputes where
+// the link is slow. A copy left out also leaves its channel to the others, so the order may end
 // sooner. At most kPruneTimings timings, so that the result is the same on any machine.
 OffloadedSchedule trimmed(const Problem& problem, OffloadedSchedule best) {
   if (!best.fits()) return best;
-  std::optional<PrunedOrder> pruned =
-      without_needless_savings(problem, best.order, best.schedule, {.max_timings = kPruneTimings});
+  std::optional<PrunedOrder> pruned = prune_offloads_and_recomputes(
+      problem, best.order, best.schedule, {.max_timings = kPruneTimings});
   if (!pruned) return best;
   pruned->schedule.method = kMethod;  // timed by the simulator with the memory fence
   return summarize(problem, std::move(pruned->order), std::move(pruned->schedule));

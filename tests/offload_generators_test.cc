@@ -172,7 +172,7 @@ bool needs_each_saving(const Problem& problem, const Order& order, const Schedul
 }
 
 // AdaOffload's lists offload eagerly; what it hands back carries no offload or recompute it can
-// do without (heuristics/needless_savings.h), on problems where it has few enough for its
+// do without (heuristics/offload_recompute_pruning.h), on problems where it has few enough for its
 // timings to try them all.
 TEST(OffloadGenerators, AdaOffloadKeepsOnlyTheOffloadsAndRecomputesItNeeds) {
   std::mt19937 rng(20261129);
