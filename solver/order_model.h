@@ -12,7 +12,7 @@
 #include "model/problem.h"
 #include "model/schedule.h"
 #include "solver/linear_model.h"
-#include "solver/segment.h"
+#include "solver/milp_segment.h"
 
 namespace optpipe {
 
