@@ -29,7 +29,9 @@ build: deps $(BUILD_DIR)/CMakeCache.txt
 test: build python-env
 	ctest --test-dir $(BUILD_DIR) --output-on-failure -j $(JOBS)
 
-demo: build
+# Builds only the two tools it runs, not the tests.
+demo: deps $(BUILD_DIR)/CMakeCache.txt
+	cmake --build $(BUILD_DIR) -j $(JOBS) --target optpipe-compile optpipe
 	$(BUILD_DIR)/bin/optpipe-compile $(DEMO_PROFILE) --time-limit $(DEMO_TIME_LIMIT) -o $(BUILD_DIR)/demo-schedule.json
 	$(BUILD_DIR)/bin/optpipe-compile $(DEMO_PROFILE) --time-limit $(DEMO_TIME_LIMIT) --threads 2 \
 	  --memory-budget $(DEMO_TIGHT_BUDGET) -o $(BUILD_DIR)/demo-schedule-tight.json

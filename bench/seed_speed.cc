@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "bench/suite.h"
-#include "heuristics/offload_generators.h"
+#include "heuristics/adaoffload.h"
 #include "heuristics/offload_placement.h"
 #include "heuristics/registry.h"
 #include "model/problem.h"

@@ -24,7 +24,7 @@
 #include "views/chrome_trace.h"
 #include "views/export_torch_csv.h"
 #include "views/render_svg.h"
-#include "views/report.h"
+#include "views/summary.h"
 
 namespace optpipe {
 

@@ -12,15 +12,17 @@
 // The lists come first: they are cheap and usually the best, and a candidate whose compute order
 // alone is no faster than the best fit is never fitted, so a good early fit spares the costly
 // fitting of the rest.
+#include "heuristics/adaoffload.h"
+
 #include <algorithm>
 #include <limits>
 #include <optional>
 
+#include "heuristics/list_policies.h"
 #include "heuristics/list_scheduler.h"
-#include "heuristics/memory_policies.h"
-#include "heuristics/needless_savings.h"
-#include "heuristics/offload_generators.h"
 #include "heuristics/offload_orders.h"
+#include "heuristics/offload_recompute_pruning.h"
+#include "heuristics/pipeoffload.h"
 #include "heuristics/planned_offload.h"
 #include "heuristics/recomputing_lists.h"
 #include "model/errors.h"
@@ -67,9 +69,10 @@ ListPolicy zero_bubble_policy(const Problem& problem, int extra_halves) {
 // unknown).
 enum class Verdict { kFits, kOverBudget, kTooSlow };
 
-class Search {
+// The candidates AdaOffload tries, each fitted to the budget: keeps the best (better_offloaded).
+class AdaOffloadSearch {
  public:
-  explicit Search(const Problem& problem)
+  explicit AdaOffloadSearch(const Problem& problem)
       : problem_(problem), recompute_(problem.any_stage_can_recompute()) {}
 
   // Fits `order` by offloading and keeps it if best (a deadlocking order counts as over budget:
@@ -145,7 +148,7 @@ class Search {
 // stage 0 that fits, since fewer in flight means less memory and a proportionally slower pipe.
 // An order too slow to beat the best fit is passed over towards denser ones: leaner ones are
 // slower still.
-void search_one_chunk(const Problem& problem, Search& search) {
+void search_one_chunk(const Problem& problem, AdaOffloadSearch& search) {
   const int stages = problem.num_stages();
   if (search.consider(scaled_1f1b_order(problem, stages)) != Verdict::kOverBudget) {
     for (int extra_halves : {0, 1, 2}) {
@@ -170,7 +173,7 @@ void search_one_chunk(const Problem& problem, Search& search) {
 // Several chunks per rank: grouped interleaved orders over group sizes and warm-ups (extra
 // forwards per rank below the last, Megatron's is 2; smaller is leaner and, with g < R, often
 // as fast), tried fastest first until the compute order alone is no faster than the best fit.
-void search_chunks(const Problem& problem, Search& search) {
+void search_chunks(const Problem& problem, AdaOffloadSearch& search) {
   const int ranks = problem.ranks;
   std::vector<int> groups = {ranks, (ranks + 1) / 2, (ranks + 3) / 4};
   groups.erase(std::unique(groups.begin(), groups.end()), groups.end());
@@ -205,7 +208,7 @@ void search_chunks(const Problem& problem, Search& search) {
 }
 
 // PipeOffload's schedule, or where a fit is known only its compute orders that could beat it.
-void offer_pipeoffload(const Problem& problem, Search& search) {
+void offer_pipeoffload(const Problem& problem, AdaOffloadSearch& search) {
   if (!search.found_fit()) {
     search.offer(pipeoffload_schedule(problem));
   } else if (auto faster = pipeoffload_schedule_faster_than(problem, search.best_fit_makespan(),
@@ -217,11 +220,11 @@ void offer_pipeoffload(const Problem& problem, Search& search) {
 // Offload decided while scheduling, over how long-lived an activation must be to go (in older
 // microbatches awaiting B) and how early it comes back, the later chunk's F first (with several
 // chunks per rank it drains the pipeline, usually the faster) before the earlier's; Ws fill the
-// gaps that fit them (the neighbourhood's most frequent winner, heuristics/memory_policies.h).
+// gaps that fit them (the neighbourhood's most frequent winner, heuristics/list_policies.h).
 // Its orders carry their transfers, so they are only timed: the search keeps one that fits. A
 // run is abandoned once it cannot beat the best fit, and policies often agree (thresholds that
 // no activation reaches): an order already timed is not timed again.
-void search_offloading_lists(const Problem& problem, Search& search) {
+void search_offloading_lists(const Problem& problem, AdaOffloadSearch& search) {
   std::vector<Order> timed;
   auto already_timed = [&](const Order& order) {
     return std::any_of(timed.begin(), timed.end(),
@@ -261,7 +264,7 @@ void search_offloading_lists(const Problem& problem, Search& search) {
 // Every activation of the stages that can recompute recomputed (heuristics/recomputing_lists.h),
 // and memory-limited orders at 2 and 4 times the budget with recompute covering the excess: the
 // densest orders where the memory-limited ones hold few microbatches in flight.
-void search_recomputing_lists(const Problem& problem, Search& search) {
+void search_recomputing_lists(const Problem& problem, AdaOffloadSearch& search) {
   for (bool later_first : {false, true}) {
     if (later_first && problem.chunks_per_rank == 1) continue;
     try {
@@ -274,13 +277,13 @@ void search_recomputing_lists(const Problem& problem, Search& search) {
 }
 
 // The best order without the offloads and recomputes it does not need, where it stays as fast
-// (heuristics/needless_savings.h): the lists offload eagerly, and fitting recomputes where the
-// link is slow. A copy left out also leaves its channel to the others, so the order may end
+// (heuristics/offload_recompute_pruning.h): the lists offload eagerly, and fitting recomputes where
+// the link is slow. A copy left out also leaves its channel to the others, so the order may end
 // sooner. At most kPruneTimings timings, so that the result is the same on any machine.
 OffloadedSchedule trimmed(const Problem& problem, OffloadedSchedule best) {
   if (!best.fits()) return best;
-  std::optional<PrunedOrder> pruned =
-      without_needless_savings(problem, best.order, best.schedule, {.max_timings = kPruneTimings});
+  std::optional<PrunedOrder> pruned = prune_offloads_and_recomputes(
+      problem, best.order, best.schedule, {.max_timings = kPruneTimings});
   if (!pruned) return best;
   pruned->schedule.method = kMethod;  // timed by the simulator with the memory fence
   return summarize(problem, std::move(pruned->order), std::move(pruned->schedule));
@@ -288,7 +291,7 @@ OffloadedSchedule trimmed(const Problem& problem, OffloadedSchedule best) {
 
 // The best order found, timed by the simulator.
 OffloadedSchedule adaoffload_search(const Problem& problem) {
-  Search search(problem);
+  AdaOffloadSearch search(problem);
   if (problem.offload) search_offloading_lists(problem, search);
   if (auto planned = planned_offload_schedule(problem, kMethod, search.best_fit_makespan())) {
     search.offer(std::move(*planned));

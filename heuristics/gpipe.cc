@@ -1,6 +1,6 @@
-#include <algorithm>
+#include "heuristics/gpipe.h"
 
-#include "heuristics/classic.h"
+#include <algorithm>
 
 namespace optpipe {
 

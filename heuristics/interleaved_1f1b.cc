@@ -1,6 +1,7 @@
+#include "heuristics/interleaved_1f1b.h"
+
 #include <algorithm>
 
-#include "heuristics/classic.h"
 #include "heuristics/warmup_steady_cooldown.h"
 
 namespace optpipe {

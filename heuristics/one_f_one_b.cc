@@ -1,6 +1,7 @@
+#include "heuristics/one_f_one_b.h"
+
 #include <algorithm>
 
-#include "heuristics/classic.h"
 #include "heuristics/warmup_steady_cooldown.h"
 
 namespace optpipe {

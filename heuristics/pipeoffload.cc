@@ -3,13 +3,14 @@
 // ceil(R/2) <= g <= R, offloading the activations of the first K chunks, whose lifespans are the
 // longest; g and K are chosen for the budget, the smallest K that fits for each g and then the
 // fastest g. With one chunk per rank: 1F1B plus offload of the longest-lived activations.
+#include "heuristics/pipeoffload.h"
+
 #include <algorithm>
 #include <limits>
 #include <optional>
 
-#include "heuristics/classic.h"
-#include "heuristics/offload_generators.h"
 #include "heuristics/offload_orders.h"
+#include "heuristics/one_f_one_b.h"
 #include "model/errors.h"
 #include "timing/metrics.h"
 #include "timing/simulator.h"

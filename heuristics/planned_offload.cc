@@ -4,7 +4,7 @@
 #include <cmath>
 #include <vector>
 
-#include "heuristics/memory_policies.h"
+#include "heuristics/list_policies.h"
 #include "heuristics/vshape_patterns.h"
 #include "model/errors.h"
 #include "model/op_table.h"

@@ -22,7 +22,7 @@
 
 namespace optpipe {
 
-// Whether planned offload applies: a long pipeline (heuristics/memory_policies.h) on the V-shape
+// Whether planned offload applies: a long pipeline (heuristics/list_policies.h) on the V-shape
 // placement with two chunks per rank and a host link.
 bool planned_offload_applies(const Problem& problem);
 

@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "heuristics/list_policies.h"
 #include "heuristics/list_scheduler.h"
-#include "heuristics/memory_policies.h"
 #include "heuristics/offload_placement.h"
 #include "model/op_table.h"
 

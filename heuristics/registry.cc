@@ -2,8 +2,12 @@
 
 #include <fmt/format.h>
 
-#include "heuristics/classic.h"
-#include "heuristics/offload_generators.h"
+#include "heuristics/adaoffload.h"
+#include "heuristics/gpipe.h"
+#include "heuristics/interleaved_1f1b.h"
+#include "heuristics/one_f_one_b.h"
+#include "heuristics/pipeoffload.h"
+#include "heuristics/zero_bubble_handcrafted.h"
 #include "heuristics/zero_bubble_memory.h"
 
 namespace optpipe {

@@ -1,5 +1,5 @@
 // An order the optimiser changed, timed: the local search's moves and the dropping of needless
-// offloads and recomputes (solver/local_search.h, heuristics/needless_savings.h).
+// offloads and recomputes (solver/local_search.h, heuristics/offload_recompute_pruning.h).
 #pragma once
 
 #include <limits>

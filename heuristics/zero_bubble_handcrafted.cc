@@ -1,4 +1,5 @@
-#include "heuristics/classic.h"
+#include "heuristics/zero_bubble_handcrafted.h"
+
 #include "heuristics/list_scheduler.h"
 
 namespace optpipe {

@@ -17,7 +17,7 @@ struct SolverStats {
   int windows = 0;  // windows re-optimised
   int windows_improved = 0;
   // Offloads and recomputes the search's schedule had and did not need
-  // (heuristics/needless_savings.h)
+  // (heuristics/offload_recompute_pruning.h)
   int offloads_dropped = 0;
   int recomputes_dropped = 0;
 };

@@ -18,15 +18,15 @@
 
 #include "bounds/makespan_lower_bound.h"
 #include "bounds/sequencing_bound.h"
-#include "heuristics/memory_policies.h"
-#include "heuristics/needless_savings.h"
+#include "heuristics/list_policies.h"
 #include "heuristics/offload_placement.h"
+#include "heuristics/offload_recompute_pruning.h"
 #include "model/dependencies.h"
 #include "solver/cbc_backend.h"
 #include "solver/local_search.h"
 #include "solver/microbatch_order.h"
+#include "solver/milp_segment.h"
 #include "solver/order_model.h"
-#include "solver/segment.h"
 #include "timing/metrics.h"
 #include "timing/simulator.h"
 #include "timing/validator.h"
@@ -128,10 +128,11 @@ void run_workers(int workers, const Work& work) {
   if (failure) std::rethrow_exception(failure);
 }
 
-class Search {
+// One call of optimize(): the search from one seed, its time limit, its best schedule and bound.
+class OptimizerRun {
  public:
-  Search(const Problem& problem, const OptimizerOptions& options,
-         const ImprovementCallback& on_improvement)
+  OptimizerRun(const Problem& problem, const OptimizerOptions& options,
+               const ImprovementCallback& on_improvement)
       : problem_(problem),
         options_(options),
         on_improvement_(on_improvement),
@@ -147,7 +148,7 @@ class Search {
       if (options_.on_progress) ticker = std::jthread([this](std::stop_token stop) { tick(stop); });
       search();
     }  // the ticker has stopped
-    if (!interrupted()) drop_needless_savings();
+    if (!interrupted()) prune_best();
     return finish();
   }
 
@@ -159,7 +160,7 @@ class Search {
       if (done()) return;
       // The list policies offload eagerly: the climbs start faster, and spend no moves on
       // copies, from the best policy without those it does not need.
-      if (improved_) drop_needless_savings();
+      if (improved_) prune_best();
     }
     const bool moves = moves_activations(best_);
     if (!improved_) {  // else order_ and current_ are the best policy's
@@ -276,7 +277,7 @@ class Search {
   }
 
   // AdaOffload's list scheduler under the neighbourhood of its policies
-  // (heuristics/memory_policies.h) for up to half of `seconds`, then descents over per-rank
+  // (heuristics/list_policies.h) for up to half of `seconds`, then descents over per-rank
   // limits from the fastest of them in turn: where the order has to offload, these find better
   // placements in that time than CBC or the local search, which then start from the best.
   void explore_offloading_policies(double seconds) {
@@ -376,9 +377,9 @@ class Search {
 
   // The search keeps offloads and recomputes wherever dropping them does not shorten the
   // makespan, and a seed kept may carry some its budget does without; the best schedule goes
-  // without those it does not need, no slower (heuristics/needless_savings.h). Where it is
+  // without those it does not need, no slower (heuristics/offload_recompute_pruning.h). Where it is
   // faster, it is an improvement like any other.
-  void drop_needless_savings() {
+  void prune_best() {
     if (!moves_activations(best_)) return;
     const double seconds = std::min(kPruneShare * options_.time_limit_seconds, kPruneCapSeconds);
     const auto deadline = std::chrono::steady_clock::now() +
@@ -387,7 +388,7 @@ class Search {
     // order_ is the search's best order; a kept seed's is read off its schedule, in its own form.
     const Order order = improved_ ? order_ : order_of(best_);
     std::optional<PrunedOrder> pruned =
-        without_needless_savings(problem_, order, best_, {.deadline = deadline});
+        prune_offloads_and_recomputes(problem_, order, best_, {.deadline = deadline});
     if (!pruned) return;
     stats_.offloads_dropped += pruned->offloads_dropped;
     stats_.recomputes_dropped += pruned->recomputes_dropped;
@@ -553,7 +554,7 @@ class Search {
 OptimizeResult optimize(const Problem& problem, const Schedule& seed,
                         const OptimizerOptions& options,
                         const ImprovementCallback& on_improvement) {
-  return Search(problem, options, on_improvement).run(seed);
+  return OptimizerRun(problem, options, on_improvement).run(seed);
 }
 
 }  // namespace optpipe

@@ -12,7 +12,7 @@
 #include "model/problem.h"
 #include "model/schedule.h"
 #include "solver/linear_model.h"
-#include "solver/segment.h"
+#include "solver/milp_segment.h"
 
 namespace optpipe {
 
@@ -96,7 +96,7 @@ class OrderModel {
   void add_memory_rows();
   void add_objective(SegmentObjective objective);
 
-  // Activation choices (solver/activation_choices.cc).
+  // Activation choices (solver/order_model_activations.cc).
   void add_activation_columns();
   void add_lead_rows();
   void add_channel_rows();

@@ -8,8 +8,8 @@
 #include "heuristics/offload_placement.h"
 #include "heuristics/registry.h"
 #include "solver/microbatch_order.h"
+#include "solver/milp_segment.h"
 #include "solver/order_model.h"
-#include "solver/segment.h"
 #include "timing/metrics.h"
 #include "timing/simulator.h"
 

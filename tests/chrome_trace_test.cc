@@ -8,7 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
-#include "heuristics/classic.h"
+#include "heuristics/one_f_one_b.h"
 #include "heuristics/registry.h"
 #include "tests/test_problems.h"
 #include "timing/simulator.h"

@@ -14,8 +14,11 @@
 
 #include "driver/compile_driver.h"
 #include "formats/profile.h"
-#include "heuristics/classic.h"
+#include "heuristics/gpipe.h"
+#include "heuristics/interleaved_1f1b.h"
+#include "heuristics/one_f_one_b.h"
 #include "heuristics/registry.h"
+#include "heuristics/zero_bubble_handcrafted.h"
 #include "model/errors.h"
 #include "tests/test_problems.h"
 #include "timing/simulator.h"

@@ -11,9 +11,9 @@
 #include <string>
 
 #include "formats/profile.h"
+#include "heuristics/adaoffload.h"
+#include "heuristics/list_policies.h"
 #include "heuristics/list_scheduler.h"
-#include "heuristics/memory_policies.h"
-#include "heuristics/offload_generators.h"
 #include "tests/test_problems.h"
 #include "timing/metrics.h"
 #include "timing/simulator.h"

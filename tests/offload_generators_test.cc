@@ -1,16 +1,17 @@
 // The offload generators (pipeoffload, adaoffload): every schedule validates, fits the budget
 // when the generator says so, AdaOffload offloads nothing with ample memory and is never slower
 // than PipeOffload at the same budget.
-#include "heuristics/offload_generators.h"
-
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cstdio>
 
-#include "heuristics/classic.h"
+#include "heuristics/adaoffload.h"
+#include "heuristics/gpipe.h"
 #include "heuristics/offload_orders.h"
 #include "heuristics/offload_placement.h"
+#include "heuristics/one_f_one_b.h"
+#include "heuristics/pipeoffload.h"
 #include "heuristics/registry.h"
 #include "heuristics/timing_within_budget.h"
 #include "tests/test_problems.h"
@@ -171,7 +172,7 @@ bool needs_each_saving(const Problem& problem, const Order& order, const Schedul
 }
 
 // AdaOffload's lists offload eagerly; what it hands back carries no offload or recompute it can
-// do without (heuristics/needless_savings.h), on problems where it has few enough for its
+// do without (heuristics/offload_recompute_pruning.h), on problems where it has few enough for its
 // timings to try them all.
 TEST(OffloadGenerators, AdaOffloadKeepsOnlyTheOffloadsAndRecomputesItNeeds) {
   std::mt19937 rng(20261129);
@@ -228,58 +229,6 @@ TEST(OffloadGenerators, AdaOffloadFitsOneActivationPerChunkWithAFastLink) {
     expect_valid(problem, ada, "adaoffload");
     EXPECT_TRUE(ada.fits());
   }
-}
-
-// One rank, three microbatches run GPipe-style with split backward: F0 F1 F2 B2 W2 B1 W1 B0 W0,
-// unit times. Offloading F0's activation (1 unit each way): D2H right after F0 ends, H2D in the
-// latest slot that ends when B0 starts, listed after B1 (the last op that ends by 6).
-TEST(OffloadPlacement, OffloadRightAfterItsForwardReloadInTheLatestSlotBeforeItsBackward) {
-  Problem problem = testing::uniform_problem(1, 1, 3);
-  OffloadLink link;
-  link.d2h_bytes_per_time = 1000;
-  link.h2d_bytes_per_time = 1000;
-  link.link_group_of_rank = {0};
-  problem.offload = link;
-  Order compute{{{}}};
-  for (int j = 0; j < 3; ++j) compute.ranks[0].push_back({Op::kForward, 0, j});
-  for (int j = 2; j >= 0; --j) {
-    compute.ranks[0].push_back({Op::kBackwardInput, 0, j});
-    compute.ranks[0].push_back({Op::kBackwardWeight, 0, j});
-  }
-  OffloadSet chosen(problem);
-  chosen.add(0, 0);
-  const Order order =
-      insert_transfers(problem, compute, simulate(problem, compute, "compute"), chosen);
-  const std::vector<OpRef> expected = {
-      {Op::kForward, 0, 0},       {Op::kOffload, 0, 0},       {Op::kForward, 0, 1},
-      {Op::kForward, 0, 2},       {Op::kBackwardInput, 0, 2}, {Op::kBackwardWeight, 0, 2},
-      {Op::kBackwardInput, 0, 1}, {Op::kReload, 0, 0},        {Op::kBackwardWeight, 0, 1},
-      {Op::kBackwardInput, 0, 0}, {Op::kBackwardWeight, 0, 0}};
-  ASSERT_EQ(order.ranks[0].size(), expected.size());
-  for (size_t i = 0; i < expected.size(); ++i) {
-    EXPECT_EQ(order.ranks[0][i], expected[i]) << i << ": " << describe(order.ranks[0][i]);
-  }
-  const Schedule timed = simulate(problem, order, "placed");
-  EXPECT_FALSE(validate(problem, timed));
-  EXPECT_DOUBLE_EQ(makespan_of(timed), 9.0);  // the reload [6, 7] does not delay B0 at 7
-  // F0's activation is on host while F2 runs: two activations live instead of three.
-  EXPECT_EQ(compute_metrics(problem, timed).ranks[0].peak_bytes - problem.static_bytes[0], 2000);
-}
-
-TEST(OffloadPlacement, KeepsAnActivationWhoseRoundTripDoesNotFit) {
-  Problem problem = testing::uniform_problem(1, 1, 1);
-  OffloadLink link;
-  link.d2h_bytes_per_time = 100;  // 10 units each way, F to B is 0
-  link.h2d_bytes_per_time = 100;
-  link.link_group_of_rank = {0};
-  problem.offload = link;
-  const Order compute{{{{Op::kForward, 0, 0}, {Op::kBackward, 0, 0}}}};
-  OffloadSet chosen(problem);
-  chosen.add(0, 0);
-  const Order order =
-      insert_transfers(problem, compute, simulate(problem, compute, "compute"), chosen);
-  EXPECT_FALSE(chosen.contains(0, 0));
-  EXPECT_EQ(order.ranks[0].size(), 2u);
 }
 
 TEST(OffloadGenerators, ReturnTheirLeanestScheduleWhenNothingFits) {

@@ -15,11 +15,10 @@
 #include <vector>
 
 #include "bounds/makespan_lower_bound.h"
-#include "heuristics/classic.h"
-#include "heuristics/memory_policies.h"
+#include "heuristics/list_policies.h"
 #include "heuristics/offload_placement.h"
+#include "heuristics/one_f_one_b.h"
 #include "model/errors.h"
-#include "solver/segment.h"
 #include "tests/test_problems.h"
 #include "timing/metrics.h"
 #include "timing/simulator.h"
@@ -467,21 +466,6 @@ TEST(Optimizer, RankLimitNeighboursChangeOneRankWithinItsBudget) {
   }
   // Four lower limits, the budget itself (the policy holds 90% of it), three in-flight caps.
   for (int r = 0; r < p.ranks; ++r) EXPECT_EQ(per_rank[r], 8) << "rank " << r;
-}
-
-TEST(Segment, BandIsClosedUnderPredecessors) {
-  const Problem p = uniform_problem(4, 1, 8);
-  const Order order = split_backward(one_f_one_b_order(p));
-  const Segment band = microbatch_band(p, order, 3, 2);
-  for (int r = 0; r < p.ranks; ++r) {
-    EXPECT_LT(band.begin[r], band.end[r]);
-    for (size_t i = band.begin[r]; i < band.end[r]; ++i) {
-      // Nothing of microbatches 0..2 that a prefix op needs may sit in the band.
-      EXPECT_GE(order.ranks[r][i].microbatch, 0);
-    }
-  }
-  EXPECT_GT(band.size(), 0u);
-  EXPECT_LT(band.size(), 3u * 4 * 8);
 }
 
 }  // namespace

@@ -14,7 +14,7 @@
 #include "heuristics/offload_placement.h"
 #include "solver/local_search.h"
 #include "solver/microbatch_order.h"
-#include "solver/segment.h"
+#include "solver/milp_segment.h"
 #include "solver/transitivity_cuts.h"
 #include "tests/test_problems.h"
 #include "timing/metrics.h"

@@ -13,6 +13,7 @@
 
 #include "bounds/sequencing_bound.h"
 #include "heuristics/registry.h"
+#include "tests/kicked_schedules.h"
 #include "tests/test_problems.h"
 
 namespace optpipe {

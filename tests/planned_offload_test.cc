@@ -7,7 +7,7 @@
 #include <limits>
 #include <random>
 
-#include "heuristics/memory_policies.h"
+#include "heuristics/list_policies.h"
 #include "heuristics/offload_placement.h"
 #include "heuristics/vshape_patterns.h"
 #include "tests/test_problems.h"
@@ -24,7 +24,7 @@ using testing::UniformCosts;
 using testing::with_weight_grads;
 
 // The best fit among the first `count` policies of the offloading lists' neighbourhood, which vary
-// every knob (heuristics/memory_policies.h).
+// every knob (heuristics/list_policies.h).
 double best_offloading_list(const Problem& problem, size_t count) {
   std::vector<ListPolicy> policies = offloading_policy_neighbourhood(problem);
   policies.resize(std::min(policies.size(), count));

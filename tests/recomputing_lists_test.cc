@@ -8,8 +8,8 @@
 #include <cstdio>
 #include <random>
 
+#include "heuristics/list_policies.h"
 #include "heuristics/list_scheduler.h"
-#include "heuristics/memory_policies.h"
 #include "model/errors.h"
 #include "tests/test_problems.h"
 #include "timing/metrics.h"

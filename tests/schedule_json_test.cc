@@ -3,7 +3,7 @@
 
 #include <gtest/gtest.h>
 
-#include "heuristics/classic.h"
+#include "heuristics/gpipe.h"
 #include "model/errors.h"
 #include "tests/test_problems.h"
 #include "timing/simulator.h"

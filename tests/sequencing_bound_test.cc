@@ -20,6 +20,7 @@
 #include "heuristics/offload_placement.h"
 #include "heuristics/registry.h"
 #include "solver/optimizer.h"
+#include "tests/kicked_schedules.h"
 #include "tests/test_problems.h"
 #include "timing/metrics.h"
 #include "timing/simulator.h"

@@ -7,8 +7,8 @@
 #include <optional>
 #include <random>
 
-#include "heuristics/classic.h"
 #include "heuristics/offload_placement.h"
+#include "heuristics/one_f_one_b.h"
 #include "model/errors.h"
 #include "tests/test_problems.h"
 #include "timing/metrics.h"

@@ -9,10 +9,9 @@
 #include <optional>
 #include <stdexcept>
 
-#include "heuristics/classic.h"
+#include "heuristics/one_f_one_b.h"
 #include "heuristics/registry.h"
 #include "model/errors.h"
-#include "solver/local_search.h"
 #include "timing/memory_timeline.h"
 #include "timing/simulator.h"
 #include "timing/validator.h"
@@ -148,6 +147,12 @@ Problem at_own_peaks(const Problem& problem, const Schedule& schedule) {
   return at_peaks;
 }
 
+int64_t one_microbatch_bytes(const Problem& p, int rank) {
+  int64_t bytes = 0;
+  for (int s : p.stages_of_rank(rank)) bytes += p.stages[s].activation_bytes;
+  return bytes;
+}
+
 bool has_action(const Schedule& schedule, Op op) {
   return std::any_of(schedule.ranks.begin(), schedule.ranks.end(), [op](const auto& actions) {
     return std::any_of(actions.begin(), actions.end(),
@@ -161,17 +166,6 @@ int count_ops(const Schedule& schedule, Op op) {
     for (const Action& a : actions) n += a.ref.op == op;
   }
   return n;
-}
-
-std::vector<Schedule> schedule_and_a_kick(const Problem& problem, const Problem& roomy,
-                                          const Order& order, const std::string& method,
-                                          uint64_t seed) {
-  std::vector<Schedule> schedules = {simulate(problem, order, method)};
-  if (std::optional<LocalSearch> search = LocalSearch::from(roomy, order, seed)) {
-    search->perturb(roomy.ranks * roomy.chunks_per_rank * roomy.microbatches);
-    schedules.push_back(search->schedule());
-  }
-  return schedules;
 }
 
 TimedSchedule run_generator(const std::string& method, const Problem& problem) {

@@ -62,17 +62,13 @@ Problem with_budget_fraction(Problem p, double fraction);
 // schedule fits, where memory binds most.
 Problem at_own_peaks(const Problem& problem, const Schedule& schedule);
 
+// Activation bytes of one microbatch on a rank: the least any schedule must hold there.
+int64_t one_microbatch_bytes(const Problem& p, int rank);
+
 // Whether `schedule` has some action of type `op` (an offload, a recompute, ...).
 bool has_action(const Schedule& schedule, Op op);
 // How many actions of type `op` `schedule` has.
 int count_ops(const Schedule& schedule, Op op);
-
-// `order` timed on `problem`, and, where the local search can start from it on `roomy` (the same
-// problem with room for anything), a random kick of it there: a schedule that may offload,
-// recompute or reorder wherever a move allows.
-std::vector<Schedule> schedule_and_a_kick(const Problem& problem, const Problem& roomy,
-                                          const Order& order, const std::string& method,
-                                          uint64_t seed);
 
 // A registered generator's order on `problem`, timed by the simulator, with its metrics (not
 // validated: callers decide what they expect of it).

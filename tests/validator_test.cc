@@ -5,7 +5,7 @@
 
 #include <algorithm>
 
-#include "heuristics/classic.h"
+#include "heuristics/one_f_one_b.h"
 #include "tests/test_problems.h"
 #include "timing/metrics.h"
 #include "timing/simulator.h"

@@ -13,7 +13,7 @@
 #include "formats/file_io.h"
 #include "formats/opsched.h"
 #include "formats/schedule_json.h"
-#include "heuristics/classic.h"
+#include "heuristics/one_f_one_b.h"
 #include "heuristics/registry.h"
 #include "model/errors.h"
 #include "optpipe_opsched_format.h"

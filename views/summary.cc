@@ -1,4 +1,4 @@
-#include "views/report.h"
+#include "views/summary.h"
 
 #include <fmt/format.h>
 

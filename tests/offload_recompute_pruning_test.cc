@@ -1,7 +1,7 @@
 // Offloads and recomputes a schedule does not need: where memory is ample every one goes, the
 // schedule staying valid and no slower; where the budget needs some, they stay; nothing is tried
 // once the deadline has passed.
-#include "heuristics/needless_savings.h"
+#include "heuristics/offload_recompute_pruning.h"
 
 #include <gtest/gtest.h>
 
@@ -37,12 +37,12 @@ Clock::time_point in_a_minute() {
   return Clock::now() + std::chrono::minutes(1);
 }
 
-TEST(NeedlessSavings, DropsEveryOffloadWhereMemoryIsAmple) {
+TEST(OffloadRecomputePruning, DropsEveryOffloadWhereMemoryIsAmple) {
   const auto [p, order] = offloading_order();
   const Schedule schedule = simulate_within_budget(p, order, "offloading");
   ASSERT_FALSE(validate(p, schedule));
   const std::optional<PrunedOrder> pruned =
-      without_needless_savings(p, order, schedule, {.deadline = in_a_minute()});
+      prune_offloads_and_recomputes(p, order, schedule, {.deadline = in_a_minute()});
   ASSERT_TRUE(pruned);
   EXPECT_EQ(pruned->offloads_dropped, p.microbatches);
   EXPECT_EQ(pruned->recomputes_dropped, 0);
@@ -52,14 +52,14 @@ TEST(NeedlessSavings, DropsEveryOffloadWhereMemoryIsAmple) {
   EXPECT_LE(makespan_of(pruned->schedule), makespan_of(schedule) + 1e-9);
 }
 
-TEST(NeedlessSavings, KeepsTheOffloadsTheBudgetNeeds) {
+TEST(OffloadRecomputePruning, KeepsTheOffloadsTheBudgetNeeds) {
   const auto [roomy, order] = offloading_order();
   const Schedule at_roomy = simulate_within_budget(roomy, order, "offloading");
   const Problem p = testing::at_own_peaks(roomy, at_roomy);  // rank 0 fits only by offloading
   const Schedule schedule = simulate_within_budget(p, order, "offloading");
   ASSERT_FALSE(validate(p, schedule));
   const std::optional<PrunedOrder> pruned =
-      without_needless_savings(p, order, schedule, {.deadline = in_a_minute()});
+      prune_offloads_and_recomputes(p, order, schedule, {.deadline = in_a_minute()});
   const Schedule& result = pruned ? pruned->schedule : schedule;
   EXPECT_GT(count_ops(result, Op::kOffload), 0);
   EXPECT_FALSE(validate(p, result));
@@ -68,7 +68,7 @@ TEST(NeedlessSavings, KeepsTheOffloadsTheBudgetNeeds) {
 
 // The budget is the peak of the order that offloads microbatch 1 alone; the order that offloads
 // all four runs within it as well. The other three offloads go, microbatch 1's stays.
-TEST(NeedlessSavings, DropsOnlyTheOffloadsTheBudgetDoesWithout) {
+TEST(OffloadRecomputePruning, DropsOnlyTheOffloadsTheBudgetDoesWithout) {
   const auto [roomy, order] = offloading_order();
   Order one = order;
   std::erase_if(one.ranks[0], [](const OpRef& r) {
@@ -78,7 +78,7 @@ TEST(NeedlessSavings, DropsOnlyTheOffloadsTheBudgetDoesWithout) {
   const Schedule schedule = simulate_within_budget(p, order, "offloading");
   ASSERT_FALSE(validate(p, schedule));
   const std::optional<PrunedOrder> pruned =
-      without_needless_savings(p, order, schedule, {.deadline = in_a_minute()});
+      prune_offloads_and_recomputes(p, order, schedule, {.deadline = in_a_minute()});
   ASSERT_TRUE(pruned);
   EXPECT_EQ(pruned->offloads_dropped, 3);
   EXPECT_EQ(pruned->order.ranks[0], one.ranks[0]);
@@ -86,13 +86,13 @@ TEST(NeedlessSavings, DropsOnlyTheOffloadsTheBudgetDoesWithout) {
   EXPECT_LE(makespan_of(pruned->schedule), makespan_of(schedule) + 1e-9);
 }
 
-TEST(NeedlessSavings, DropsRecomputesWhereMemoryIsAmple) {
+TEST(OffloadRecomputePruning, DropsRecomputesWhereMemoryIsAmple) {
   Problem p = testing::uniform_problem(3, 1, 4);
   const Schedule schedule = testing::recomputing_1f1b(p, 100);
   const Order order = order_of(schedule);
   ASSERT_FALSE(validate(p, schedule));
   const std::optional<PrunedOrder> pruned =
-      without_needless_savings(p, order, schedule, {.deadline = in_a_minute()});
+      prune_offloads_and_recomputes(p, order, schedule, {.deadline = in_a_minute()});
   ASSERT_TRUE(pruned);
   EXPECT_EQ(pruned->recomputes_dropped, count_ops(schedule, Op::kRecompute));
   EXPECT_EQ(count_ops(pruned->schedule, Op::kRecompute), 0);
@@ -101,10 +101,10 @@ TEST(NeedlessSavings, DropsRecomputesWhereMemoryIsAmple) {
   EXPECT_LT(makespan_of(pruned->schedule), makespan_of(schedule));
 }
 
-TEST(NeedlessSavings, TriesNothingOnceTheDeadlineHasPassed) {
+TEST(OffloadRecomputePruning, TriesNothingOnceTheDeadlineHasPassed) {
   const auto [p, order] = offloading_order();
   const Schedule schedule = simulate_within_budget(p, order, "offloading");
-  EXPECT_FALSE(without_needless_savings(p, order, schedule, {.deadline = Clock::now()}));
+  EXPECT_FALSE(prune_offloads_and_recomputes(p, order, schedule, {.deadline = Clock::now()}));
 }
 
 }  // namespace

@@ -1,4 +1,4 @@
-#include "heuristics/needless_savings.h"
+#include "heuristics/offload_recompute_pruning.h"
 
 #include <algorithm>
 #include <limits>
@@ -184,9 +184,9 @@ class Pruning {
 
 }  // namespace
 
-std::optional<PrunedOrder> without_needless_savings(const Problem& problem, const Order& order,
-                                                    const Schedule& schedule,
-                                                    const PruneLimits& limits) {
+std::optional<PrunedOrder> prune_offloads_and_recomputes(const Problem& problem, const Order& order,
+                                                         const Schedule& schedule,
+                                                         const PruneLimits& limits) {
   std::optional<Schedule> timing = timing_within_budget(problem, order);
   if (!timing) return std::nullopt;
   Pruning pruning(problem, order, std::move(*timing), makespan_of(schedule), limits);

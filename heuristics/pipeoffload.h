@@ -1,7 +1,7 @@
-// Generators that offload activations to host memory (DESIGN.md §5, docs/methods.md):
-// PipeOffload-style grouped interleaved 1F1B with offload of the first K chunks, and AdaOffload,
-// the densest schedule that fits the budget. Both return their best timed schedule; when nothing
-// fits, the leanest one they found (excess_bytes > 0), which the driver reports as over budget.
+// PipeOffload (docs/methods.md): grouped interleaved 1F1B offloading the activations of the first K
+// chunks, with the group size and K chosen for the budget. Returns its best timed schedule; when
+// nothing fits, the leanest one it found (excess_bytes > 0), which the driver reports as over
+// budget.
 #pragma once
 
 #include <optional>
@@ -22,8 +22,5 @@ std::optional<OffloadedSchedule> pipeoffload_schedule_faster_than(const Problem&
 Order pipeoffload_order(const Problem& problem);
 // Why pipeoffload cannot serve `problem`, or empty.
 std::string pipeoffload_unsupported(const Problem& problem);
-
-OffloadedSchedule adaoffload_schedule(const Problem& problem);
-Order adaoffload_order(const Problem& problem);
 
 }  // namespace optpipe

@@ -1,4 +1,4 @@
-#include "heuristics/memory_policies.h"
+#include "heuristics/list_policies.h"
 
 #include <algorithm>
 #include <array>

@@ -3,7 +3,8 @@
 // offload eagerly, so their schedules can carry copies that free no memory (a reload that starts
 // as soon as its offload ends) or Rs that the budget does without. Each costs link or compute
 // time for nothing, and a copy can hold up others on its channel; AdaOffload and the optimiser
-// hand their schedules back without them (docs/methods.md, docs/solver.md).
+// hand their schedules back without them (docs/methods.md, docs/solver.md). Here a saving is either
+// of the two: an offload (with its reload) or an R, each of which saves device memory at a cost.
 #pragma once
 
 #include <chrono>
@@ -37,8 +38,8 @@ struct PruneLimits {
 // holds, else each half in turn; then each of the others; and again, in rounds, until a round
 // drops nothing (a drop can make room for a saving an earlier try needed). nullopt where none can
 // go.
-std::optional<PrunedOrder> without_needless_savings(const Problem& problem, const Order& order,
-                                                    const Schedule& schedule,
-                                                    const PruneLimits& limits);
+std::optional<PrunedOrder> prune_offloads_and_recomputes(const Problem& problem, const Order& order,
+                                                         const Schedule& schedule,
+                                                         const PruneLimits& limits);
 
 }  // namespace optpipe

@@ -1,4 +1,4 @@
-#include "solver/segment.h"
+#include "solver/milp_segment.h"
 
 #include <algorithm>
 
