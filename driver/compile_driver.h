@@ -1,5 +1,6 @@
-// The compile pipeline behind `optpipe-compile` (DESIGN.md §1): run the chosen generators, time
-// each order with the simulator, keep what the validator accepts within the budget, pick the best.
+// The compile pipeline behind `optpipe-compile` (docs/design.md §1): run the chosen generators,
+// time each order with the simulator, keep what the validator accepts within the budget, pick the
+// best.
 #pragma once
 
 #include <optional>

@@ -1,6 +1,6 @@
-// AdaOffload (DESIGN.md §5): the densest schedule that fits the budget. Candidate compute orders
-// range from one microbatch at a time to ZB-H2's in-flight count, all with split backward (B,
-// then W); each is fitted by offloading, where memory exceeds the budget, the live activations
+// AdaOffload (docs/design.md §5): the densest schedule that fits the budget. Candidate compute
+// orders range from one microbatch at a time to ZB-H2's in-flight count, all with split backward
+// (B, then W); each is fitted by offloading, where memory exceeds the budget, the live activations
 // with the longest lifespans whose round trip fits (heuristics/offload_placement.h). The search
 // looks for the densest candidate that fits, and offload is added only where memory exceeds the
 // budget, so slack memory means a denser order and fewer offloads. Where the host link cannot

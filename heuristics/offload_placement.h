@@ -1,4 +1,4 @@
-// Offload passes shared by the offload generators (pipeoffload, adaoffload; DESIGN.md §3, §5):
+// Offload passes shared by the offload generators (pipeoffload, adaoffload; docs/design.md §3, §5):
 // take a compute-only Order, choose activations to move to host, place their transfers on the
 // copy channels and time the result with the simulator.
 #pragma once

@@ -81,7 +81,7 @@ const std::vector<Generator>& generators() {
       {"adaoffload",
        "densest split-backward schedule that fits the budget, offloading the longest-lived "
        "activations whose round trip fits; the MILP's seed",
-       "optpipe (DESIGN.md section 5)", any_problem, adaoffload_order},
+       "optpipe (docs/design.md §5)", any_problem, adaoffload_order},
   };
   return all;
 }

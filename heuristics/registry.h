@@ -1,4 +1,4 @@
-// Every schedule generator optpipe knows, by name (DESIGN.md §5, docs/methods.md).
+// Every schedule generator optpipe knows, by name (docs/design.md §5, docs/methods.md).
 #pragma once
 
 #include <functional>

@@ -1,4 +1,4 @@
-// The dependencies of DESIGN.md §3, shared by the simulator, the validator and the solver.
+// The dependencies of docs/design.md §3, shared by the simulator, the validator and the solver.
 #pragma once
 
 #include <array>

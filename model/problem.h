@@ -1,5 +1,6 @@
 // The Problem: everything a generator, the simulator, the validator and the solver need to know
-// about one pipeline (DESIGN.md §3). Built from a profile by parse_profile(); plain data otherwise.
+// about one pipeline (docs/design.md §3). Built from a profile by parse_profile(); plain data
+// otherwise.
 #pragma once
 
 #include <cstdint>

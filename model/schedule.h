@@ -1,4 +1,4 @@
-// The schedule IR (DESIGN.md §1, §7): per-rank ordered actions. Generators emit an Order (what
+// The schedule IR (docs/design.md §1, §7): per-rank ordered actions. Generators emit an Order (what
 // runs in which sequence); the simulator turns it into a timed Schedule; the validator checks one.
 #pragma once
 

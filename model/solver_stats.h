@@ -1,4 +1,4 @@
-// What the optimiser reports about its run (DESIGN.md §8: the summary's `solver` object).
+// What the optimiser reports about its run (docs/design.md §8: the summary's `solver` object).
 #pragma once
 
 #include <nlohmann/json.hpp>

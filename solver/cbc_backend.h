@@ -1,4 +1,4 @@
-// Solving a LinearModel with COIN-OR CBC (shared/CBC-NOTES.md): OsiClpSolverInterface + CbcModel
+// Solving a LinearModel with COIN-OR CBC (docs/design.md §10): OsiClpSolverInterface + CbcModel
 // driven by CbcMain1, with a MIP start, an incumbent callback and transitivity cuts at the root.
 #pragma once
 

@@ -1,9 +1,9 @@
-// The optimiser (DESIGN.md §6, docs/solver.md): improves a seed schedule with the neighbourhood
-// of AdaOffload's list policies, descents over per-rank limits from the fastest of them and a
-// local search, then with CBC. Small problems are solved whole,
-// which proves a lower bound; larger ones are improved by re-optimising windows of microbatches
-// with the rest of the order kept. Each result is re-timed by the simulator and kept only when it
-// validates and is faster.
+// The optimiser (docs/design.md §6, docs/solver.md): improves a seed schedule with the
+// neighbourhood of AdaOffload's list policies, descents over per-rank limits from the fastest of
+// them and a local search, then with CBC. Small problems are solved whole, which proves a lower
+// bound; larger ones are improved by re-optimising windows of microbatches with the rest of the
+// order kept. Each result is re-timed by the simulator and kept only when it validates and is
+// faster.
 #pragma once
 
 #include <cstdint>

@@ -1,4 +1,4 @@
-// The MILP over a segment of a schedule (DESIGN.md §6, docs/solver.md): start times of the
+// The MILP over a segment of a schedule (docs/design.md §6, docs/solver.md): start times of the
 // segment's F, B and W ops, one ordering binary per pair of same-rank ops that dependencies,
 // microbatch order (FIFO per stage and op type) and start-time windows leave open, memory at every
 // allocation within the budget, and the makespan. When it decides activations, each one gets an

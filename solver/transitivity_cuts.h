@@ -1,9 +1,9 @@
-// Transitivity (triangle) cuts for the pairwise orders of a model (DESIGN.md §6): of three items
-// that run one at a time, a before b and b before c imply a before c. The order model's big-M rows
-// enforce that at integer solutions only; its LP relaxation may order three ops in a cycle, which
-// also lets its memory rows count an allocation as both before and after a release. The CBC backend
-// asks for the violated ones instead of carrying every triple as a row (shared/CBC-NOTES.md: all
-// of them up front gave no gain and 4-8x the rows).
+// Transitivity (triangle) cuts for the pairwise orders of a model (docs/design.md §6): of three
+// items that run one at a time, a before b and b before c imply a before c. The order model's big-M
+// rows enforce that at integer solutions only; its LP relaxation may order three ops in a cycle,
+// which also lets its memory rows count an allocation as both before and after a release. The CBC
+// backend asks for the violated ones instead of carrying every triple as a row (docs/design.md §10:
+// all of them up front gave no gain and 4-8x the rows).
 #pragma once
 
 #include <vector>

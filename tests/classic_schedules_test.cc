@@ -1,5 +1,5 @@
-// Closed forms of the classic schedules (DESIGN.md §5) with uniform costs and p2p latency 0, and
-// their peaks in activations.
+// Closed forms of the classic schedules (docs/design.md §5) with uniform costs and p2p latency 0,
+// and their peaks in activations.
 #include <gtest/gtest.h>
 
 #include "heuristics/registry.h"

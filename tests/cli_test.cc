@@ -1,4 +1,4 @@
-// The executables end to end: exit codes of DESIGN.md §8, one-line errors, files they write.
+// The executables end to end: exit codes of docs/design.md §8, one-line errors, files they write.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 

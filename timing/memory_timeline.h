@@ -1,4 +1,4 @@
-// Live activation memory of one rank over time (DESIGN.md §3): allocation at an op's start,
+// Live activation memory of one rank over time (docs/design.md §3): allocation at an op's start,
 // release at its end; at equal times the releases of ops that have ended come first, as a caching
 // allocator reuses a block freed by an op that has ended, and those of ops of no duration last.
 #pragma once

@@ -1,4 +1,4 @@
-// Metrics of a timed schedule (DESIGN.md §4).
+// Metrics of a timed schedule (docs/design.md §4).
 #pragma once
 
 #include <cstdint>

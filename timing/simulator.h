@@ -1,4 +1,4 @@
-// The simulator (DESIGN.md §1): times an Order as soon as possible under the cost model of §3.
+// The simulator (docs/design.md §1): times an Order as soon as possible under the cost model of §3.
 #pragma once
 
 #include <optional>

@@ -1,4 +1,4 @@
-// The independent validator (DESIGN.md §3): every schedule that leaves the compiler passes it.
+// The independent validator (docs/design.md §3): every schedule that leaves the compiler passes it.
 #pragma once
 
 #include <optional>

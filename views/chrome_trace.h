@@ -1,4 +1,4 @@
-// Chrome trace event JSON of a timed schedule (DESIGN.md §7, docs/exports.md), for Perfetto
+// Chrome trace event JSON of a timed schedule (docs/design.md §7, docs/exports.md), for Perfetto
 // (ui.perfetto.dev) and chrome://tracing: one process per rank with a thread each for compute,
 // D2H (offload) and H2D (reload), and counters of live memory and of the budget.
 #pragma once

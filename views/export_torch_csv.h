@@ -1,6 +1,6 @@
-// PyTorch `torch.distributed.pipelining` compute-only CSV (DESIGN.md §7, docs/exports.md): what
-// `PipelineScheduleMulti._load_csv` / `_PipelineScheduleRuntime._load_csv` read. One row per rank
-// in rank order, one cell per time step, global stage ids, empty cells where the rank idles.
+// PyTorch `torch.distributed.pipelining` compute-only CSV (docs/design.md §7, docs/exports.md):
+// what `PipelineScheduleMulti._load_csv` / `_PipelineScheduleRuntime._load_csv` read. One row per
+// rank in rank order, one cell per time step, global stage ids, empty cells where the rank idles.
 #pragma once
 
 #include <string>

@@ -1,5 +1,5 @@
 // What `optpipe-compile` and `optpipe validate` tell the user: a readable table and the summary
-// JSON of DESIGN.md §8.
+// JSON of docs/design.md §8.
 #pragma once
 
 #include <nlohmann/json.hpp>

@@ -1,4 +1,4 @@
-/* optpipe runtime shim: the C ABI a trainer loads on every pipeline rank (DESIGN.md §9,
+/* optpipe runtime shim: the C ABI a trainer loads on every pipeline rank (docs/design.md §9,
  * docs/runtime-shim.md). It reads a compiled `.opsched` schedule, walks one rank's actions calling
  * the trainer back for compute and p2p, moves activations to a pinned host pool and back
  * (offload engine), and records op timings into a measured optpipe.profile/v1.

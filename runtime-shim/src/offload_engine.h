@@ -1,5 +1,5 @@
-// The offload engine of one rank (DESIGN.md §9): moves activations keyed by (stage, microbatch)
-// to slots of a pinned host pool and back on the backend's copy channels.
+// The offload engine of one rank (docs/design.md §9): moves activations keyed by (stage,
+// microbatch) to slots of a pinned host pool and back on the backend's copy channels.
 #pragma once
 
 #include <cstdint>
