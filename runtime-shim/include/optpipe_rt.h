@@ -20,8 +20,11 @@ extern "C" {
 #pragma GCC visibility push(default) /* the library hides everything but this ABI */
 #endif
 
-/* 2: op R, stage recompute fields, the recompute callback (appended to optpipe_rt_callbacks). */
-#define OPTPIPE_RT_ABI_VERSION 2
+/* 2: op R, stage recompute fields, the recompute callback (appended to optpipe_rt_callbacks).
+ * 3: optpipe_rt_config and optpipe_rt_callbacks start with struct_size, so fields appended later
+ *    leave callers built against an older header working (the library reads only struct_size
+ *    bytes and defaults the rest); enum-valued fields have their enum types. */
+#define OPTPIPE_RT_ABI_VERSION 3
 
 typedef enum optpipe_rt_status {
   OPTPIPE_RT_OK = 0,
@@ -52,6 +55,23 @@ int optpipe_rt_abi_version(void);
 
 typedef struct optpipe_rt_schedule optpipe_rt_schedule;
 
+typedef enum optpipe_rt_time_unit {
+  OPTPIPE_RT_TIME_MS = 0,
+  OPTPIPE_RT_TIME_US = 1
+} optpipe_rt_time_unit;
+
+typedef enum optpipe_rt_placement {
+  OPTPIPE_RT_PLACEMENT_LOOP = 0,
+  OPTPIPE_RT_PLACEMENT_VSHAPE = 1,
+  OPTPIPE_RT_PLACEMENT_EXPLICIT = 2
+} optpipe_rt_placement;
+
+typedef enum optpipe_rt_channel_mode {
+  OPTPIPE_RT_CHANNELS_OF_SCHEDULE = -1, /* config only: the schedule's */
+  OPTPIPE_RT_CHANNELS_SHARED = 0,       /* one copy queue for both directions */
+  OPTPIPE_RT_CHANNELS_DUPLEX = 1        /* a D2H and an H2D queue */
+} optpipe_rt_channel_mode;
+
 typedef enum optpipe_rt_op {
   OPTPIPE_RT_OP_F = 0,
   OPTPIPE_RT_OP_B = 1,
@@ -64,9 +84,9 @@ typedef enum optpipe_rt_op {
 
 typedef struct optpipe_rt_schedule_info {
   int32_t ranks, stages, microbatches, chunks_per_rank;
-  int32_t time_unit;    /* 0 ms, 1 us */
-  int32_t placement;    /* 0 loop, 1 vshape, 2 explicit */
-  int32_t channel_mode; /* 0 shared, 1 duplex */
+  optpipe_rt_time_unit time_unit;
+  optpipe_rt_placement placement;
+  optpipe_rt_channel_mode channel_mode; /* SHARED or DUPLEX */
   int32_t has_offload_link;
   double p2p_latency; /* time unit */
   double d2h_bytes_per_time, h2d_bytes_per_time;
@@ -92,7 +112,7 @@ typedef struct optpipe_rt_rank_info {
 } optpipe_rt_rank_info;
 
 typedef struct optpipe_rt_action {
-  int32_t op; /* optpipe_rt_op */
+  optpipe_rt_op op;
   int32_t stage, microbatch;
   double start, end; /* predicted, time unit */
   int64_t bytes;     /* transfers only */
@@ -124,9 +144,11 @@ typedef enum optpipe_rt_backend {
 } optpipe_rt_backend;
 
 typedef struct optpipe_rt_config {
-  int32_t backend;         /* optpipe_rt_backend */
-  int32_t channel_mode;    /* -1: the schedule's; 0 shared (one copy queue); 1 duplex (D2H + H2D) */
-  int64_t host_pool_bytes; /* 0: the schedule's optpipe_rt_rank_info.host_pool_bytes */
+  uint32_t struct_size; /* sizeof(optpipe_rt_config) as the caller knows it: optpipe_rt_config_init
+                           sets it; the library reads that many bytes and defaults the rest */
+  optpipe_rt_backend backend;
+  optpipe_rt_channel_mode channel_mode;
+  int64_t host_pool_bytes;       /* 0: the schedule's optpipe_rt_rank_info.host_pool_bytes */
   int64_t host_pool_limit_bytes; /* 0: none; else refuse (E_HOST_POOL) a larger pool up front */
   int32_t cuda_device;
   void* cuda_compute_stream; /* cudaStream_t the trainer computes on; NULL = legacy default */
@@ -135,7 +157,7 @@ typedef struct optpipe_rt_config {
   double cpu_emulated_bytes_per_second;
 } optpipe_rt_config;
 
-/* Defaults: AUTO backend, the schedule's channel mode and pool size, no checksums. */
+/* Defaults: AUTO backend, the schedule's channel mode and pool size, no checksums; struct_size. */
 void optpipe_rt_config_init(optpipe_rt_config* config);
 
 /* Opens `rank` of an opened schedule (the rank handle keeps the schedule's data alive, so the
@@ -181,6 +203,8 @@ optpipe_rt_status optpipe_rt_host_pool_usage(const optpipe_rt_rank* rank, int64_
  * schedules), and recompute for schedules with R, which the schedule needs. p2p hooks are called
  * only where the neighbouring stage lives on another rank. */
 typedef struct optpipe_rt_callbacks {
+  uint32_t struct_size; /* sizeof(optpipe_rt_callbacks) as the caller knows it:
+                           optpipe_rt_callbacks_init sets it; hooks past it are NULL */
   int (*forward)(void* user, int stage, int microbatch);
   int (*backward_input)(void* user, int stage, int microbatch);
   int (*backward_weight)(void* user, int stage, int microbatch);
@@ -200,6 +224,9 @@ typedef struct optpipe_rt_callbacks {
    * backward reads. Local: no p2p. See optpipe_rt_recomputed. */
   int (*recompute)(void* user, int stage, int microbatch);
 } optpipe_rt_callbacks;
+
+/* Every hook NULL, struct_size set. */
+void optpipe_rt_callbacks_init(optpipe_rt_callbacks* callbacks);
 
 /* *recomputed = 1 when the rank's schedule recomputes (stage, mb): its forward should keep only the
  * checkpoint (checkpoint_bytes, usually the stage input) and free the rest when it ends. */

@@ -2,6 +2,8 @@
 // plus a thread-local message here, once.
 #include "optpipe_rt.h"
 
+#include <algorithm>
+#include <cstddef>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -53,6 +55,10 @@ optpipe_rt_status guarded(Body&& body) {
 
 void require(bool ok, const char* message) {
   if (!ok) throw RtError(OPTPIPE_RT_E_INVALID_ARGUMENT, message);
+}
+
+void require(bool ok, const std::string& message) {
+  require(ok, message.c_str());
 }
 
 optpipe_rt_status open_bytes(const uint8_t* data, size_t size, optpipe_rt_schedule** out,
@@ -200,8 +206,9 @@ optpipe_rt_status optpipe_rt_schedule_get_action(const optpipe_rt_schedule* sche
 void optpipe_rt_config_init(optpipe_rt_config* config) {
   if (config == nullptr) return;
   std::memset(config, 0, sizeof *config);
+  config->struct_size = sizeof *config;
   config->backend = OPTPIPE_RT_BACKEND_AUTO;
-  config->channel_mode = -1;
+  config->channel_mode = OPTPIPE_RT_CHANNELS_OF_SCHEDULE;
 }
 
 optpipe_rt_status optpipe_rt_rank_open(const optpipe_rt_schedule* schedule, int rank,
@@ -210,9 +217,16 @@ optpipe_rt_status optpipe_rt_rank_open(const optpipe_rt_schedule* schedule, int 
     return fail(OPTPIPE_RT_E_INVALID_ARGUMENT, "null argument");
   *out = nullptr;
   return guarded([&] {
-    optpipe_rt_config defaults;
-    optpipe_rt_config_init(&defaults);
-    const optpipe_rt_config& c = config ? *config : defaults;
+    // A caller built against an older header passes a shorter struct: its fields, then defaults.
+    optpipe_rt_config c;
+    optpipe_rt_config_init(&c);
+    if (config) {
+      require(config->struct_size >= offsetof(optpipe_rt_config, backend) + sizeof c.backend,
+              "config->struct_size is " + std::to_string(config->struct_size) +
+                  ": call optpipe_rt_config_init, or set it to sizeof(optpipe_rt_config)");
+      std::memcpy(&c, config, std::min<size_t>(config->struct_size, sizeof c));
+      c.struct_size = sizeof c;
+    }
     const auto& data = *schedule->data;
     require(rank >= 0 && rank < data.info.ranks, "rank out of range");
     require(c.channel_mode >= -1 && c.channel_mode <= 1, "channel_mode must be -1, 0 or 1");
@@ -346,10 +360,33 @@ optpipe_rt_status optpipe_rt_recomputed(const optpipe_rt_rank* rank, int stage, 
                        *recomputed = rank->runtime.recomputed.count({stage, microbatch}) ? 1 : 0);
 }
 
+void optpipe_rt_callbacks_init(optpipe_rt_callbacks* callbacks) {
+  if (callbacks == nullptr) return;
+  std::memset(callbacks, 0, sizeof *callbacks);
+  callbacks->struct_size = sizeof *callbacks;
+}
+
+namespace {
+
+// The caller's callbacks as this library knows them: hooks past its struct_size are NULL.
+optpipe_rt_callbacks known_callbacks(const optpipe_rt_callbacks& given) {
+  optpipe_rt_callbacks known;
+  optpipe_rt_callbacks_init(&known);
+  require(given.struct_size >= offsetof(optpipe_rt_callbacks, forward),
+          "callbacks->struct_size is " + std::to_string(given.struct_size) +
+              ": call optpipe_rt_callbacks_init, or set it to "
+              "sizeof(optpipe_rt_callbacks)");
+  std::memcpy(&known, &given, std::min<size_t>(given.struct_size, sizeof known));
+  known.struct_size = sizeof known;
+  return known;
+}
+
+}  // namespace
+
 optpipe_rt_status optpipe_rt_run(optpipe_rt_rank* rank, const optpipe_rt_callbacks* callbacks,
                                  void* user) {
   OPTPIPE_RT_RANK_CALL(rank, require(callbacks, "null callbacks");
-                       optpipe::rt::run_rank(rank->runtime, *callbacks, user));
+                       optpipe::rt::run_rank(rank->runtime, known_callbacks(*callbacks), user));
 }
 
 optpipe_rt_status optpipe_rt_measured(const optpipe_rt_rank* rank, int op, int stage,

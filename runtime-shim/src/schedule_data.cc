@@ -181,9 +181,9 @@ std::optional<Refusal> read_content(const Bytes& b, size_t size, uint32_t versio
   info.stages = static_cast<int32_t>(S);
   info.microbatches = static_cast<int32_t>(m);
   info.chunks_per_rank = static_cast<int32_t>(v);
-  info.time_unit = b.u8(OPSCHED_OFF_TIME_UNIT);
-  info.placement = b.u8(OPSCHED_OFF_PLACEMENT);
-  info.channel_mode = b.u8(OPSCHED_OFF_CHANNELS);
+  info.time_unit = static_cast<optpipe_rt_time_unit>(b.u8(OPSCHED_OFF_TIME_UNIT));
+  info.placement = static_cast<optpipe_rt_placement>(b.u8(OPSCHED_OFF_PLACEMENT));
+  info.channel_mode = static_cast<optpipe_rt_channel_mode>(b.u8(OPSCHED_OFF_CHANNELS));
   info.has_offload_link = static_cast<int32_t>(flags & 1u);
   info.p2p_latency = b.f64(OPSCHED_OFF_P2P_LATENCY);
   info.d2h_bytes_per_time = b.f64(OPSCHED_OFF_D2H_BW);
@@ -286,7 +286,7 @@ std::optional<Refusal> read_content(const Bytes& b, size_t size, uint32_t versio
         return corrupt(
             format("rank %u action %u: R on stage %u, which has no checkpoint bytes", r, i, stage));
       }
-      act.op = op;
+      act.op = static_cast<optpipe_rt_op>(op);
       act.stage = static_cast<int32_t>(stage);
       act.microbatch = static_cast<int32_t>(mb);
       act.start = b.f64(a + OPSCHED_ACTION_OFF_START);

@@ -111,7 +111,7 @@ TEST(CudaEngine, CopiesFollowTheComputeStreamAndReloadsComeBackIdentical) {
     optpipe_rt_config config;
     optpipe_rt_config_init(&config);
     config.backend = OPTPIPE_RT_BACKEND_CUDA;
-    config.channel_mode = mode;
+    config.channel_mode = static_cast<optpipe_rt_channel_mode>(mode);
     config.cuda_compute_stream = compute.stream;
     config.verify_checksums = 1;
     optpipe_rt_rank* rank = nullptr;
@@ -229,7 +229,8 @@ int trainer_backward(void* user, int s, int j) {
 }
 
 optpipe_rt_callbacks trainer_callbacks() {
-  optpipe_rt_callbacks cb{};
+  optpipe_rt_callbacks cb;
+  optpipe_rt_callbacks_init(&cb);
   cb.forward = trainer_forward;
   cb.backward_input = trainer_backward;
   cb.backward_weight = [](void*, int, int) { return 0; };

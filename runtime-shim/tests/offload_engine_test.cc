@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <numeric>
@@ -93,7 +94,7 @@ TEST_F(Engine, FailsEarlyWhenThePoolCannotBeHad) {
 
 TEST_F(Engine, OffloadReloadIsBitIdenticalInBothChannelModes) {
   for (int mode : {0, 1}) {
-    config_.channel_mode = mode;
+    config_.channel_mode = static_cast<optpipe_rt_channel_mode>(mode);
     config_.cpu_emulated_bytes_per_second = 4e6;  // 1 ms per copy: copies really are async
     ASSERT_EQ(open(), OPTPIPE_RT_OK) << optpipe_rt_last_error();
     std::vector<uint8_t> a = pattern(kBytes, 1), b = pattern(kBytes, 2);
@@ -192,7 +193,8 @@ struct Calls {
 };
 
 optpipe_rt_callbacks logging_callbacks() {
-  optpipe_rt_callbacks cb{};
+  optpipe_rt_callbacks cb;
+  optpipe_rt_callbacks_init(&cb);
   cb.forward = [](void* u, int s, int j) {
     auto* c = static_cast<Calls*>(u);
     if (j == c->fail_forward_at) return 7;
@@ -235,6 +237,30 @@ optpipe_rt_callbacks logging_callbacks() {
     return 0;
   };
   return cb;
+}
+
+// ABI 3: a caller built against an older header passes shorter structs. The fields it has are
+// read; those appended after them take their defaults and are never read from the caller.
+TEST_F(Engine, ACallersShorterStructsStillWork) {
+  config_.backend = OPTPIPE_RT_BACKEND_CPU;
+  config_.cpu_emulated_bytes_per_second = -1;  // past the caller's struct: refused if read
+  config_.struct_size = offsetof(optpipe_rt_config, cpu_emulated_bytes_per_second);
+  ASSERT_EQ(open(), OPTPIPE_RT_OK) << optpipe_rt_last_error();
+  EXPECT_EQ(optpipe_rt_rank_backend(rank_), OPTPIPE_RT_BACKEND_CPU);  // a field it has is read
+
+  Calls calls;
+  optpipe_rt_callbacks cb = logging_callbacks();
+  cb.recompute = [](void*, int, int) { return 1; };  // past the caller's struct: never called
+  cb.struct_size = offsetof(optpipe_rt_callbacks, recompute);
+  ASSERT_EQ(optpipe_rt_run(rank_, &cb, &calls), OPTPIPE_RT_OK) << optpipe_rt_last_error();
+  EXPECT_EQ(calls.log.back(), "BW0.2");
+
+  cb.struct_size = 0;  // a caller that never set it
+  EXPECT_EQ(optpipe_rt_run(rank_, &cb, &calls), OPTPIPE_RT_E_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(optpipe_rt_last_error()).find("struct_size is 0"), std::string::npos);
+  config_.struct_size = 0;
+  EXPECT_EQ(open(), OPTPIPE_RT_E_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(optpipe_rt_last_error()).find("optpipe_rt_config_init"), std::string::npos);
 }
 
 TEST_F(Engine, RunnerCallsHooksAndOffloadsWhereTheScheduleSays) {
@@ -305,7 +331,8 @@ struct RecomputeCalls {
 };
 
 optpipe_rt_callbacks recompute_callbacks() {
-  optpipe_rt_callbacks cb{};
+  optpipe_rt_callbacks cb;
+  optpipe_rt_callbacks_init(&cb);
   cb.forward = [](void* u, int, int j) {
     static_cast<RecomputeCalls*>(u)->log.push_back("F" + std::to_string(j));
     return 0;

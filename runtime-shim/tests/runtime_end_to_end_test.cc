@@ -280,7 +280,8 @@ void do_backward_weight(RankTrainer& t, int s, int j) {
 }
 
 const optpipe_rt_callbacks kCallbacks = [] {
-  optpipe_rt_callbacks cb{};
+  optpipe_rt_callbacks cb;
+  optpipe_rt_callbacks_init(&cb);
   cb.forward = [](void* user, int s, int j) {
     return callback(user, [&](RankTrainer& t) {
       World& w = *t.world;
@@ -439,7 +440,7 @@ class EndToEnd : public ::testing::Test {
     optpipe_rt_config config;
     optpipe_rt_config_init(&config);
     config.backend = OPTPIPE_RT_BACKEND_CPU;
-    config.channel_mode = channel_mode;
+    config.channel_mode = static_cast<optpipe_rt_channel_mode>(channel_mode);
     config.verify_checksums = 1;
     if (problem.offload) {
       config.cpu_emulated_bytes_per_second = problem.offload->d2h_bytes_per_time / kSecondsPerUnit;

@@ -16,7 +16,7 @@ import os
 __all__ = ["OptpipeError", "Schedule", "Rank", "Op", "load_library", "write_measured_profile"]
 
 
-ABI_VERSION = 2  # OPTPIPE_RT_ABI_VERSION of the optpipe_rt.h these structures mirror
+ABI_VERSION = 3  # OPTPIPE_RT_ABI_VERSION of the optpipe_rt.h these structures mirror
 
 
 class Op:
@@ -66,7 +66,8 @@ class _Action(ctypes.Structure):
 
 
 class _Config(ctypes.Structure):
-    _fields_ = [("backend", ctypes.c_int32), ("channel_mode", ctypes.c_int32),
+    _fields_ = [("struct_size", ctypes.c_uint32), ("backend", ctypes.c_int32),
+                ("channel_mode", ctypes.c_int32),
                 ("host_pool_bytes", ctypes.c_int64), ("host_pool_limit_bytes", ctypes.c_int64),
                 ("cuda_device", ctypes.c_int32), ("cuda_compute_stream", ctypes.c_void_p),
                 ("verify_checksums", ctypes.c_int32),
@@ -84,7 +85,7 @@ _STEP_HOOKS = ("forward", "backward_input", "backward_weight", "backward", "recv
 
 
 class _Callbacks(ctypes.Structure):
-    _fields_ = [(name, _STEP) for name in _STEP_HOOKS] + [
+    _fields_ = [("struct_size", ctypes.c_uint32)] + [(name, _STEP) for name in _STEP_HOOKS] + [
         ("offload_source", _SOURCE), ("offload_complete", _STEP), ("reload_target", _TARGET),
         ("recompute", _STEP)]
 
@@ -302,6 +303,7 @@ class Rank:
             return _STEP(call)
 
         callbacks = _Callbacks()
+        callbacks.struct_size = ctypes.sizeof(_Callbacks)
         keep = []
         for name in _STEP_HOOKS + ("offload_complete", "recompute"):
             fn = step(name)
