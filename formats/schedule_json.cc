@@ -14,6 +14,18 @@ namespace optpipe {
 
 using nlohmann::json;
 
+namespace {
+
+// The pipeline a schedule file names: written by schedule_to_json, checked by header_mismatch.
+json pipeline_json(const Problem& problem) {
+  return {{"ranks", problem.ranks},
+          {"chunks_per_rank", problem.chunks_per_rank},
+          {"microbatches", problem.microbatches},
+          {"rank_of_stage", problem.rank_of_stage}};
+}
+
+}  // namespace
+
 nlohmann::json schedule_to_json(const Problem& problem, const Schedule& schedule,
                                 const Metrics& metrics, const SolverStats* solver) {
   json ranks = json::array();
@@ -38,11 +50,7 @@ nlohmann::json schedule_to_json(const Problem& problem, const Schedule& schedule
   return {{"format", kScheduleFormat},
           {"profile", {{"name", problem.name}, {"sha256", problem.profile_sha256}}},
           {"time_unit", to_string(problem.time_unit)},
-          {"pipeline",
-           {{"ranks", problem.ranks},
-            {"chunks_per_rank", problem.chunks_per_rank},
-            {"microbatches", problem.microbatches},
-            {"rank_of_stage", problem.rank_of_stage}}},
+          {"pipeline", pipeline_json(problem)},
           {"method", schedule.method},
           {"metrics",
            {{"makespan", metrics.makespan},
@@ -130,11 +138,19 @@ bool close(double a, double b) {
   return std::abs(a - b) <= 1e-9 * std::max({1.0, std::abs(a), std::abs(b)});
 }
 
-// The header's field at `path` ("metrics", "makespan") as a number; nullopt when missing.
-std::optional<double> number_at(const json& object, const char* key) {
+// `object`'s field `key`, or null where `object` is no object or lacks it: the header's fields
+// are not type-checked by the reader, so none of them may be assumed an object or a string.
+json field_at(const json& object, const char* key) {
+  if (!object.is_object()) return nullptr;
   const auto it = object.find(key);
-  if (it == object.end() || !it->is_number()) return std::nullopt;
-  return it->get<double>();
+  return it == object.end() ? json(nullptr) : *it;
+}
+
+// The same as a number; nullopt when missing or not a number.
+std::optional<double> number_at(const json& object, const char* key) {
+  const json value = field_at(object, key);
+  if (!value.is_number()) return std::nullopt;
+  return value.get<double>();
 }
 
 }  // namespace
@@ -142,50 +158,44 @@ std::optional<double> number_at(const json& object, const char* key) {
 std::optional<std::string> header_mismatch(const Problem& problem, const ScheduleFile& file,
                                            bool check_budget) {
   const json& h = file.header;
-  auto says = [](const char* field, const std::string& claim, const std::string& truth) {
-    return fmt::format("{} says {}, but {}", field, claim, truth);
+  auto says = [](const std::string& field, const json& claim, const std::string& truth) {
+    return fmt::format("{} says {}, but {}", field,
+                       claim.is_string() ? claim.get<std::string>() : claim.dump(), truth);
   };
-  if (h.value("time_unit", "") != to_string(problem.time_unit)) {
-    return says("time_unit", h.value("time_unit", "nothing"),
+  if (field_at(h, "time_unit") != to_string(problem.time_unit)) {
+    return says("time_unit", field_at(h, "time_unit"),
                 fmt::format("the profile's times are in {}", to_string(problem.time_unit)));
   }
-  const json& pipeline = h.value("pipeline", json::object());
-  const std::pair<const char*, json> expected_pipeline[] = {
-      {"ranks", problem.ranks},
-      {"chunks_per_rank", problem.chunks_per_rank},
-      {"microbatches", problem.microbatches},
-      {"rank_of_stage", problem.rank_of_stage}};
-  for (const auto& [key, value] : expected_pipeline) {
-    if (!pipeline.contains(key) || pipeline[key] != value) {
-      return says(fmt::format("pipeline.{}", key).c_str(),
-                  pipeline.contains(key) ? pipeline[key].dump() : "nothing",
+  const json pipeline = field_at(h, "pipeline");
+  const json expected_pipeline = pipeline_json(problem);
+  for (const auto& [key, value] : expected_pipeline.items()) {
+    if (field_at(pipeline, key.c_str()) != value) {
+      return says("pipeline." + key, field_at(pipeline, key.c_str()),
                   fmt::format("the profile has {}", value.dump()));
     }
   }
   const Metrics m = compute_metrics(problem, file.schedule);
-  const json& ranks = h.value("ranks", json::array());
+  const json& ranks = h.at("ranks");  // an array of objects: the reader checked it
   for (int r = 0; r < problem.ranks && r < static_cast<int>(ranks.size()); ++r) {
     const json& rank = ranks[r];
     const RankMetrics& truth = m.ranks[r];
     const auto busy = number_at(rank, "busy");
     if (!busy || !close(*busy, truth.busy)) {
-      return says(fmt::format("ranks[{}].busy", r).c_str(), rank.value("busy", json()).dump(),
+      return says(fmt::format("ranks[{}].busy", r), field_at(rank, "busy"),
                   fmt::format("its compute ops take {}", truth.busy));
     }
-    if (rank.value("peak_bytes", json()) != truth.peak_bytes) {
-      return says(fmt::format("ranks[{}].peak_bytes", r).c_str(),
-                  rank.value("peak_bytes", json()).dump(),
+    if (field_at(rank, "peak_bytes") != truth.peak_bytes) {
+      return says(fmt::format("ranks[{}].peak_bytes", r), field_at(rank, "peak_bytes"),
                   fmt::format("its actions peak at {}", truth.peak_bytes));
     }
-    if (check_budget && rank.value("budget_bytes", json()) != problem.budget_bytes[r]) {
-      return says(fmt::format("ranks[{}].budget_bytes", r).c_str(),
-                  rank.value("budget_bytes", json()).dump(),
+    if (check_budget && field_at(rank, "budget_bytes") != problem.budget_bytes[r]) {
+      return says(fmt::format("ranks[{}].budget_bytes", r), field_at(rank, "budget_bytes"),
                   fmt::format("the budget is {}; pass --memory-budget with the budget it was "
                               "compiled for",
                               problem.budget_bytes[r]));
     }
   }
-  const json& metrics = h.value("metrics", json::object());
+  const json metrics = field_at(h, "metrics");
   const std::pair<const char*, double> exact[] = {{"makespan", m.makespan},
                                                   {"span", m.span},
                                                   {"idle_fraction", m.idle_fraction},
@@ -193,18 +203,18 @@ std::optional<std::string> header_mismatch(const Problem& problem, const Schedul
   for (const auto& [key, value] : exact) {
     const auto claim = number_at(metrics, key);
     if (!claim || !close(*claim, value)) {
-      return says(fmt::format("metrics.{}", key).c_str(), metrics.value(key, json()).dump(),
+      return says(fmt::format("metrics.{}", key), field_at(metrics, key),
                   fmt::format("the schedule's is {}", value));
     }
   }
   if (!check_budget) return std::nullopt;  // feasibility and the bound depend on the budget
-  if (metrics.value("feasible", json()) != m.within_budget) {
-    return says("metrics.feasible", metrics.value("feasible", json()).dump(),
+  if (field_at(metrics, "feasible") != m.within_budget) {
+    return says("metrics.feasible", field_at(metrics, "feasible"),
                 m.within_budget ? "it fits the budget" : "it does not fit the budget");
   }
   // The bound: the profile's own, or a higher one only CBC can prove, never above the makespan.
   const auto bound = number_at(metrics, "lower_bound");
-  const std::string source = metrics.value("lower_bound_source", "");
+  const json source = field_at(metrics, "lower_bound_source");
   const bool own =
       bound && close(*bound, m.lower_bound) && source == to_string(m.lower_bound_source);
   const bool solver = bound && *bound > m.lower_bound &&
@@ -213,7 +223,7 @@ std::optional<std::string> header_mismatch(const Problem& problem, const Schedul
   if (!own && !solver) {
     return says(
         "metrics.lower_bound",
-        fmt::format("{} ({})", metrics.value("lower_bound", json()).dump(), source),
+        fmt::format("{} ({})", field_at(metrics, "lower_bound").dump(), source.dump()),
         fmt::format("the profile's bound is {} ({}), and only the solver proves a higher one, "
                     "never above the makespan {}",
                     m.lower_bound, to_string(m.lower_bound_source), m.makespan));
@@ -221,7 +231,7 @@ std::optional<std::string> header_mismatch(const Problem& problem, const Schedul
   const double gap = *bound > 0 ? m.makespan / *bound - 1 : 0;
   const auto claimed_gap = number_at(metrics, "gap");
   if (!claimed_gap || !close(*claimed_gap, gap)) {
-    return says("metrics.gap", metrics.value("gap", json()).dump(),
+    return says("metrics.gap", field_at(metrics, "gap"),
                 fmt::format("makespan and lower_bound make it {}", gap));
   }
   return std::nullopt;

@@ -58,6 +58,11 @@ INSTANTIATE_TEST_SUITE_P(
                   [](json& s) { std::reverse(actions(s, 1).begin(), actions(s, 1).end()); },
                   "is listed after"},
         Tampering{"TimeUnit", [](json& s) { s["time_unit"] = "us"; }, "time_unit says us"},
+        // Header fields of the wrong JSON type: refused like any other claim, not a crash.
+        Tampering{"TimeUnitNumber", [](json& s) { s["time_unit"] = 5; }, "time_unit says 5"},
+        Tampering{"MetricsNumber", [](json& s) { s["metrics"] = 3; }, "metrics.makespan says null"},
+        Tampering{"BoundSourceNumber", [](json& s) { s["metrics"]["lower_bound_source"] = 1; },
+                  "metrics.lower_bound"},
         Tampering{"Microbatches", [](json& s) { s["pipeline"]["microbatches"] = 8; },
                   "pipeline.microbatches says 8"},
         Tampering{"RankOfStage",
