@@ -168,10 +168,11 @@ CompileResult compile(const Problem& problem, const CompileOptions& options) {
   // --time-limit bounds the generators too: past it, or after an interrupt, the methods not yet
   // tried are skipped once one schedule fits.
   const double limit = options.optimizer.time_limit_seconds;
+  const auto elapsed = [started] {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  };
   const auto stop = [&] {
-    const double seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-    return (limit > 0 && seconds >= limit) ||
+    return (limit > 0 && elapsed() >= limit) ||
            (options.optimizer.interrupted && options.optimizer.interrupted());
   };
   int skipped = 0;
@@ -212,8 +213,7 @@ CompileResult compile(const Problem& problem, const CompileOptions& options) {
   const bool settled =
       cached && cached->final && result.best.method == "cache" && result.best.metrics.gap <= 1e-9;
   // What the bound and the generators left of the time limit.
-  const double remaining =
-      limit - std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  const double remaining = limit - elapsed();
   if (uses_optimizer(method) && limit > 0 && !settled) {
     OptimizerOptions optimizer = options.optimizer;
     optimizer.time_limit_seconds = std::max(remaining, 0.0);
