@@ -32,7 +32,8 @@ std::string utc_now() {
 struct BenchFlags {
   std::string suite = "quick";
   std::string out_dir = "bench-results";
-  std::vector<double> milp_seconds;
+  std::vector<double> milp_efforts;
+  double time_cap_seconds = 600;
   int threads = 2;
   uint64_t search_seed = optpipe::OptimizerOptions{}.search_seed;
   std::string only;
@@ -43,9 +44,14 @@ void add_bench_flags(CLI::App& app, BenchFlags& flags) {
   app.add_option("--suite", flags.suite, "quick (R 4, 8; minutes) or full (R up to 32; hours)")
       ->check(CLI::IsMember({"quick", "full"}));
   app.add_option("--out", flags.out_dir, "folder for results.json and the SVG plots");
-  app.add_option("--milp-seconds", flags.milp_seconds,
-                 "optimiser time limits, overriding the suite's (quick: 2; full: 10 60); 0: none")
+  app.add_option("--milp-effort", flags.milp_efforts,
+                 "optimiser --effort values, overriding the suite's (quick: 0.25; full: 1 4); 0: "
+                 "no optimiser")
       ->delimiter(',')
+      ->check(optpipe::kFiniteNonNegative);
+  app.add_option("--time-cap", flags.time_cap_seconds,
+                 "the optimiser's safety cap in seconds (default 600); a run it stops is marked "
+                 "not reproducible")
       ->check(optpipe::kFiniteNonNegative);
   app.add_option("--threads", flags.threads, "optimiser threads")->check(CLI::Range(1, 256));
   app.add_option("--search-seed", flags.search_seed,
@@ -63,13 +69,14 @@ void add_bench_flags(CLI::App& app, BenchFlags& flags) {
 
 int run_bench(BenchFlags flags) {
   const SuiteKind kind = flags.suite == "full" ? SuiteKind::kFull : SuiteKind::kQuick;
-  std::vector<double>& milp_seconds = flags.milp_seconds;
-  if (milp_seconds.empty()) {
-    milp_seconds = kind == SuiteKind::kFull ? std::vector<double>{10, 60} : std::vector<double>{2};
+  std::vector<double>& milp_efforts = flags.milp_efforts;
+  if (milp_efforts.empty()) {
+    milp_efforts = kind == SuiteKind::kFull ? std::vector<double>{1, 4} : std::vector<double>{0.25};
   }
-  std::erase_if(milp_seconds, [](double s) { return s <= 0; });
+  std::erase_if(milp_efforts, [](double e) { return e <= 0; });
   MeasureOptions options;
-  options.milp_time_limits = milp_seconds;
+  options.milp_efforts = milp_efforts;
+  options.time_cap_seconds = flags.time_cap_seconds;
   options.threads = flags.threads;
   options.search_seed = flags.search_seed;
 
@@ -129,10 +136,11 @@ int run_bench(BenchFlags flags) {
 
   fmt::print(
       "## optpipe-bench, {} suite ({}, {:.0f} s wall, {} hardware threads, optimiser on "
-      "{} threads, search seed {}, time limits {} s)\n\n",
+      "{} threads, search seed {}, efforts {}, cap {} s)\n\n",
       flags.suite, started, wall, std::thread::hardware_concurrency(), flags.threads,
       flags.search_seed,
-      milp_seconds.empty() ? std::string("none") : fmt::format("{}", fmt::join(milp_seconds, "/")));
+      milp_efforts.empty() ? std::string("none") : fmt::format("{}", fmt::join(milp_efforts, "/")),
+      flags.time_cap_seconds);
   const std::vector<TargetTallies> targets = tally_targets(results);
   if (!targets.empty()) fmt::print("### Targets\n\n{}\n", targets_table(targets));
   fmt::print("### Per case\n\n{}\n", summary_table(results));
@@ -153,7 +161,7 @@ int run_bench(BenchFlags flags) {
                                    {"hardware_threads", std::thread::hardware_concurrency()},
                                    {"optimizer_threads", flags.threads},
                                    {"optimizer_search_seed", flags.search_seed},
-                                   {"optimizer_time_limits_seconds", milp_seconds},
+                                   {"optimizer_efforts", milp_efforts},
                                    {"time_unit", "ms"},
                                    {"targets", target_tallies},
                                    {"cases", cases}};

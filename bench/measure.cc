@@ -60,24 +60,26 @@ bool faster(const MethodResult& a, const MethodResult& b) {
 }
 
 MethodResult run_optimizer(const Variant& variant, const LowerBound& lower_bound,
-                           const Schedule& seed, double limit, const MeasureOptions& options) {
+                           const Schedule& seed, double effort, const MeasureOptions& options) {
   MethodResult r;
   r.method = "milp";
   r.variant = variant.name;
-  r.time_limit_seconds = limit;
+  r.effort = effort;
   OptimizerOptions optimizer;
-  optimizer.time_limit_seconds = limit;
+  optimizer.effort = effort;
+  optimizer.time_limit_seconds = options.time_cap_seconds;
   optimizer.threads = options.threads;
   optimizer.search_seed = options.search_seed;
   optimizer.lower_bound = lower_bound;
   const auto start = Clock::now();
   try {
     const OptimizeResult result = optimize(variant.problem, seed, optimizer, nullptr);
-    r.seconds = seconds_since(start);  // its own run: what the time limit bounds
+    r.seconds = seconds_since(start);  // its own run
+    r.reproducible = result.stats.reproducible();
     Metrics metrics = compute_metrics(variant.problem, result.schedule, lower_bound);
     raise_lower_bound(metrics, {result.stats.bound, BoundSource::kSolver});
     describe_schedule(variant.problem, result.schedule, metrics, r);
-    r.solver_status = result.stats.status;
+    r.solver_status = to_string(result.stats.status);
   } catch (const std::exception& e) {
     r.error = e.what();
     r.seconds = seconds_since(start);
@@ -95,7 +97,7 @@ bool is_published_baseline(const std::string& method) {
 }
 
 std::string MethodResult::label() const {
-  if (method == "milp") return fmt::format("milp@{:g}s/{}", time_limit_seconds, variant);
+  if (method == "milp") return fmt::format("milp@e{:g}/{}", effort, variant);
   return fmt::format("{}/{}", method, variant);
 }
 
@@ -149,13 +151,13 @@ CaseResult measure_case(const BenchCase& bench_case, const MeasureOptions& optio
 
   // The optimiser on every layout, from that layout's fastest schedule that fits: which layout
   // it can shorten most is not the one whose generators start fastest.
-  for (const double limit : options.milp_time_limits) {
+  for (const double effort : options.milp_efforts) {
     for (size_t v = 0; v < bench_case.variants.size(); ++v) {
       const Variant& variant = bench_case.variants[v];
       const int seed = pick([&](const MethodResult& r) { return r.variant == variant.name; });
       if (seed < 0) continue;
       out.optimizer.push_back(
-          run_optimizer(variant, lower_bounds[v], schedules[seed], limit, options));
+          run_optimizer(variant, lower_bounds[v], schedules[seed], effort, options));
     }
   }
   return out;

@@ -20,7 +20,8 @@ bool is_published_baseline(const std::string& method);
 struct MethodResult {
   std::string method;             // generator name, or "milp"
   std::string variant;            // layout it ran on: v1, loop2, vshape
-  double time_limit_seconds = 0;  // milp only
+  double effort = 0;         // milp only: its --effort
+  bool reproducible = true;  // milp only: false where the time cap stopped it
   std::string error;      // the generator or optimiser failed (an exception); nothing else is set
   bool feasible = false;  // validate() accepts it within the budget
   double makespan = 0;
@@ -47,14 +48,15 @@ struct CaseResult {
   double budget_fraction = 0;
   std::vector<int64_t> budget_bytes;
   std::vector<MethodResult> generators;
-  std::vector<MethodResult> optimizer;  // per time limit, one per layout where a generator fits
+  std::vector<MethodResult> optimizer;  // per effort, one per layout where a generator fits
   int seed = -1;           // index in generators of the fastest that fits, -1 when none does
   int best_baseline = -1;  // index of the fastest published baseline that fits
   int adaoffload = -1;     // index of the fastest adaoffload (over layouts) that fits
 };
 
 struct MeasureOptions {
-  std::vector<double> milp_time_limits;  // seconds; empty: no optimiser
+  std::vector<double> milp_efforts;  // --effort of each optimiser run; empty: no optimiser
+  double time_cap_seconds = 600;     // the optimiser's safety cap
   int threads = 2;
   uint64_t search_seed = OptimizerOptions{}.search_seed;
 };

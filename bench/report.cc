@@ -16,31 +16,31 @@ const MethodResult* at(const CaseResult& c, int index) {
   return index < 0 ? nullptr : &c.generators[index];
 }
 
-// The optimiser's fastest result over the layouts at `limit` seconds, or nullptr.
+// The optimiser's fastest result over the layouts at effort `limit`, or nullptr.
 const MethodResult* optimizer_at(const CaseResult& c, double limit) {
   const MethodResult* best = nullptr;
   for (const MethodResult& r : c.optimizer) {
-    if (!r.error.empty() || !r.feasible || r.time_limit_seconds != limit) continue;
+    if (!r.error.empty() || !r.feasible || r.effort != limit) continue;
     if (!best || r.makespan < best->makespan) best = &r;
   }
   return best;
 }
 
-// The optimiser's fastest result, over the layouts, at its longest time limit, or nullptr.
+// The optimiser's fastest result, over the layouts, at its largest effort, or nullptr.
 const MethodResult* final_optimizer(const CaseResult& c) {
   double longest = -1;
   for (const MethodResult& r : c.optimizer) {
-    if (r.error.empty() && r.feasible) longest = std::max(longest, r.time_limit_seconds);
+    if (r.error.empty() && r.feasible) longest = std::max(longest, r.effort);
   }
   return optimizer_at(c, longest);
 }
 
 // The least idle time any schedule can have, over the layouts of the optimiser's results at
-// `limit` seconds, or -1 where some layout has no such floor (recompute adds work).
+// effort `limit`, or -1 where some layout has no such floor (recompute adds work).
 double least_idle_floor(const CaseResult& c, double limit) {
   double least = -1;
   for (const MethodResult& r : c.optimizer) {
-    if (!r.error.empty() || r.time_limit_seconds != limit) continue;
+    if (!r.error.empty() || r.effort != limit) continue;
     if (r.idle_floor < 0) return -1;
     least = least < 0 ? r.idle_floor : std::min(least, r.idle_floor);
   }
@@ -93,12 +93,12 @@ std::vector<TargetTallies> tally_targets(const std::vector<CaseResult>& cases) {
   constexpr double kTightBudget = 0.5;  // of 1F1B's activation peak
   std::set<double> limits;
   for (const CaseResult& c : cases) {
-    for (const MethodResult& r : c.optimizer) limits.insert(r.time_limit_seconds);
+    for (const MethodResult& r : c.optimizer) limits.insert(r.effort);
   }
   std::vector<TargetTallies> tallies;
   for (const double limit : limits) {
     TargetTallies t;
-    t.time_limit_seconds = limit;
+    t.effort = limit;
     auto count = [](TargetTally& tally, bool met) {
       ++tally.cases;
       tally.met += met ? 1 : 0;
@@ -129,7 +129,7 @@ std::string targets_table(const std::vector<TargetTallies>& tallies) {
   std::string out = "| target |";
   std::string rule = "|---|";
   for (const TargetTallies& t : tallies) {
-    out += fmt::format(" optimiser at {:g} s |", t.time_limit_seconds);
+    out += fmt::format(" optimiser at effort {:g} |", t.effort);
     rule += "---|";
   }
   out += "\n" + rule + "\n";
@@ -271,7 +271,8 @@ std::string large_case_compile_table(const std::vector<CaseResult>& cases, int r
 nlohmann::json to_json(const MethodResult& r) {
   nlohmann::json j = {{"method", r.method}, {"layout", r.variant}, {"seconds", r.seconds}};
   if (r.method == "milp") {
-    j["time_limit_seconds"] = r.time_limit_seconds;
+    j["effort"] = r.effort;
+    j["reproducible"] = r.reproducible;
     j["solver_status"] = r.solver_status;
   }
   if (!r.error.empty()) {
@@ -322,7 +323,7 @@ nlohmann::json to_json(const TargetTallies& t) {
   auto tally = [](const TargetTally& x) {
     return nlohmann::json{{"met", x.met}, {"cases", x.cases}};
   };
-  return {{"time_limit_seconds", t.time_limit_seconds},
+  return {{"effort", t.effort},
           {"never_worse_than_seed", tally(t.never_worse_than_seed)},
           {"gap_at_most_3_percent_at_4_ranks", tally(t.gap_at_four_ranks)},
           {"half_the_idle_when_tight", tally(t.half_the_idle_when_tight)},

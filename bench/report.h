@@ -16,13 +16,13 @@ double optimizer_makespan_over_seed(const CaseResult& c);
 // time: the least idle ratio any schedule on that layout can reach.
 double idle_floor_over_baseline(const CaseResult& c);
 
-// Issue 4's targets over a run, for the optimiser at one time limit (docs/benchmarks.md).
+// Issue 4's targets over a run, for the optimiser at one effort (docs/benchmarks.md).
 struct TargetTally {
   int met = 0;
   int cases = 0;  // where the target applies
 };
 struct TargetTallies {
-  double time_limit_seconds = 0;
+  double effort = 0;
   TargetTally never_worse_than_seed;  // every case with a seed
   TargetTally gap_at_four_ranks;      // gap to the lower bound at most 3%, R = 4
   // Idle time at most half the best published baseline's, at budgets of at most half of 1F1B's
@@ -32,9 +32,9 @@ struct TargetTallies {
   // some layout (R · LB less the work, where that holds) is at most half the baseline's.
   TargetTally half_the_idle_where_possible;
 };
-// One tally per time limit of the run, shortest first.
+// One tally per effort of the run, smallest first.
 std::vector<TargetTallies> tally_targets(const std::vector<CaseResult>& cases);
-// The tallies as a table: a row per target, a column per time limit.
+// The tallies as a table: a row per target, a column per effort.
 std::string targets_table(const std::vector<TargetTallies>& tallies);
 
 // One row per case: best published baseline, AdaOffload, seed, optimiser, bound, gap, ratios.

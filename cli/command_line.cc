@@ -6,6 +6,8 @@
 #include <iostream>
 #include <string>
 
+#include "model/version.h"
+
 namespace optpipe {
 
 const CLI::Validator kFiniteNonNegative(
@@ -21,6 +23,13 @@ const CLI::Validator kFiniteNonNegative(
       return fmt::format("must be a number >= 0, got {}", input);
     },
     "NUMBER >= 0");
+
+const CLI::Validator kPositive(
+    [](std::string& input) -> std::string {
+      if (kFiniteNonNegative(input).empty() && std::stod(input) > 0) return "";
+      return fmt::format("must be a number > 0, got {}", input);
+    },
+    "NUMBER > 0");
 
 ExitCode exit_code(ErrorKind kind) {
   switch (kind) {
@@ -52,7 +61,7 @@ const CLI::Validator kNonEmpty(
     "");
 
 int run_cli(CLI::App& app, int argc, char** argv, const std::function<CommandRunner()>& chosen) {
-  app.set_version_flag("--version", std::string(app.get_name()) + " " + OPTPIPE_VERSION);
+  app.set_version_flag("--version", std::string(app.get_name()) + " " + optpipe_version());
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

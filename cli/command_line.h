@@ -15,6 +15,9 @@ enum ExitCode : int {
   kExitBadInput = 2,
   kExitOverBudget = 3,
   kExitInvalidSchedule = 4,
+  // optpipe-compile --check: the file is not what this version compiles from the profile and
+  // flags, or the compile hit its time limit and cannot tell.
+  kExitCheckFailed = 5,
 };
 
 // The exit code of a run that ended with an error of `kind`.
@@ -26,6 +29,9 @@ using CommandRunner = std::function<int()>;
 // Accepts a finite number >= 0 (CLI11's NonNegativeNumber names the largest double in its message;
 // this names the rule).
 extern const CLI::Validator kFiniteNonNegative;
+
+// A finite number > 0 (--effort).
+extern const CLI::Validator kPositive;
 
 // The same, or inf (infinity): a limit that is no limit.
 extern const CLI::Validator kNonNegativeOrInfinite;

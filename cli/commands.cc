@@ -19,6 +19,7 @@
 #include "formats/units.h"
 #include "heuristics/registry.h"
 #include "model/errors.h"
+#include "model/version.h"
 #include "timing/metrics.h"
 #include "timing/validator.h"
 #include "views/chrome_trace.h"
@@ -93,6 +94,7 @@ struct CompileArgs {
   SummaryOutput summary;
   bool quiet = false;
   double time_limit_seconds = 60;
+  double effort = 1;
   double gap = 0;
   int threads = 0;
   bool verbose = false;
@@ -101,17 +103,21 @@ struct CompileArgs {
   std::string trace;  // --trace
   std::string format = "json";
   std::string cache_dir;
+  std::string check;  // --check: compare with this file instead of writing one
 };
+
+// The schedule file's bytes in the chosen --format.
+std::string schedule_bytes(const CompileArgs& args, const Problem& problem,
+                           const Schedule& schedule, const Metrics& metrics,
+                           const SolverStats* solver) {
+  if (args.format == "bin") return encode_opsched(problem, schedule);
+  return schedule_to_json(problem, schedule, metrics, solver).dump(1) + "\n";
+}
 
 // The schedule in the chosen --format: optpipe.schedule/v1 JSON or the binary .opsched.
 void write_schedule(const CompileArgs& args, const std::string& path, const Problem& problem,
                     const Schedule& schedule, const Metrics& metrics, const SolverStats* solver) {
-  if (args.format == "bin") {
-    write_opsched(path, problem, schedule);
-  } else {
-    write_file_atomically(path,
-                          schedule_to_json(problem, schedule, metrics, solver).dump(1) + "\n");
-  }
+  write_file_atomically(path, schedule_bytes(args, problem, schedule, metrics, solver));
 }
 
 // --export-torch-csv and --trace (docs/exports.md).
@@ -136,6 +142,7 @@ CompileOptions compile_options(const CompileArgs& args, const Problem& problem,
   // inf: a century, which no deadline arithmetic overflows on.
   options.optimizer.time_limit_seconds =
       std::isinf(args.time_limit_seconds) ? 100 * 365.25 * 86400 : args.time_limit_seconds;
+  options.optimizer.effort = args.effort;
   options.optimizer.target_gap = args.gap;
   options.optimizer.threads = args.threads;
   options.optimizer.verbose = args.verbose;
@@ -147,8 +154,11 @@ CompileOptions compile_options(const CompileArgs& args, const Problem& problem,
   };
   options.on_improvement = [&args, &problem, output, seconds](const Schedule& schedule,
                                                               const Metrics& reported) {
-    // Each incumbent replaces a file; on stdout only the final schedule goes out.
-    if (output != "-") write_schedule(args, output, problem, schedule, reported, nullptr);
+    // Each incumbent replaces a file; on stdout only the final schedule goes out; with --check
+    // nothing is written.
+    if (output != "-" && args.check.empty()) {
+      write_schedule(args, output, problem, schedule, reported, nullptr);
+    }
     if (args.quiet) return;
     args.summary.table_stream() << fmt::format(
         "[{:7.2f}s] {:<18} makespan {:.3f} {}  bound {:.3f} ({})  gap {:.2f}%\n", seconds(),
@@ -166,6 +176,40 @@ CompileOptions compile_options(const CompileArgs& args, const Problem& problem,
   return options;
 }
 
+// --check: whether the file holds the bytes this compile would write. Only a compile that the
+// time limit or an interrupt cut short can differ from run to run; it cannot tell, and says so.
+int check_compiled(const CompileArgs& args, const Problem& problem, const CompileResult& result,
+                   const InterruptWatch& interrupts) {
+  const Candidate& best = result.best;
+  const SolverStats* solver = result.solver ? &*result.solver : nullptr;
+  if (interrupts.signal()) return interrupts.exit_code(kExitCheckFailed);
+  const bool capped = (solver && !solver->reproducible()) || result.generators_skipped > 0;
+  if (capped) {
+    std::cerr << fmt::format(
+        "--check {}: cannot tell: the time limit stopped the compile before its work was done, "
+        "so its result depends on this machine's speed; raise --time-limit (or lower --effort)\n",
+        args.check);
+    return kExitCheckFailed;
+  }
+  const std::string expected = schedule_bytes(args, problem, best.schedule, best.metrics, solver);
+  const std::string found = read_text_file(args.check);
+  if (found == expected) {
+    if (!args.quiet) {
+      args.summary.table_stream() << fmt::format(
+          "{}: up to date: optpipe {} compiles the same {} bytes from {}\n", args.check,
+          optpipe_version(), expected.size(), args.profile);
+    }
+    args.summary.write(summary_json(problem, best.method, best.metrics, solver));
+    return kExitOk;
+  }
+  std::cerr << fmt::format(
+      "--check {}: stale: optpipe {} compiles another schedule from {} with these flags ({}, "
+      "makespan {:.3f} {}); recompile it with the same flags and -o {}\n",
+      args.check, optpipe_version(), args.profile, best.method, best.metrics.makespan,
+      to_string(problem.time_unit), args.check);
+  return kExitCheckFailed;
+}
+
 int run_compile(const CompileArgs& args) {
   const InterruptWatch interrupts([&args](int signal) {
     if (args.quiet) return;
@@ -178,9 +222,11 @@ int run_compile(const CompileArgs& args) {
   const TorchDialect dialect = parse_torch_dialect(args.torch_dialect);
   // Before a long compile, what would fail only after it.
   if (!args.torch_csv.empty()) check_torch_dialect(problem, dialect);
-  const std::string output =
-      args.output.empty() ? default_output_path(args.profile, args.format) : args.output;
-  check_outputs({{"profile", args.profile}}, {{"-o", output},
+  const std::string output = !args.check.empty() ? ""
+                             : args.output.empty()
+                                 ? default_output_path(args.profile, args.format)
+                                 : args.output;
+  check_outputs({{"profile", args.profile}, {"--check", args.check}}, {{"-o", output},
                                               {"--summary-json", args.summary.path},
                                               {"--trace", args.trace},
                                               {"--export-torch-csv", args.torch_csv}});
@@ -199,6 +245,7 @@ int run_compile(const CompileArgs& args) {
   }
   const Candidate& best = result.best;
   const SolverStats* solver = result.solver ? &*result.solver : nullptr;
+  if (!args.check.empty()) return check_compiled(args, problem, result, interrupts);
   write_schedule(args, output, problem, best.schedule, best.metrics, solver);
   if (!args.quiet) {
     std::ostream& out = args.summary.table_stream();
@@ -277,19 +324,30 @@ CommandRunner add_compile_command(CLI::App& app) {
                  "`optpipe methods`");
   add_budget_option(app, args->budget);
   add_summary_option(app, args->summary);
+  app.add_option("--effort", args->effort,
+                 "The optimiser's work (auto, milp): 1 (default) takes a few seconds at 8 ranks "
+                 "and 32 microbatches; 2 does twice the work. The same profile and flags give "
+                 "the same schedule on any machine unless --time-limit comes first")
+      ->check(kPositive);
   app.add_option("--time-limit", args->time_limit_seconds,
-                 "Seconds the optimiser may run (auto, milp; default 60, 0 skips it, inf: until "
-                 "proven optimal or interrupted)")
+                 "Safety cap in seconds on the whole compile (default 60, 0 skips the optimiser, "
+                 "inf: none); reaching it makes the result depend on the machine")
       ->check(kNonNegativeOrInfinite);
   app.add_option("--gap", args->gap,
                  "Stop the optimiser once the makespan is within this fraction of the lower "
                  "bound, e.g. 0.01 for 1% (default 0: at the time limit or a proven optimum)")
       ->check(kFiniteNonNegative);
   app.add_option("--threads", args->threads,
-                 "Optimiser threads: list policies and local search workers, and CBC's threads "
-                 "(default 0: serial)")
+                 "Optimiser threads for the list policies and the local search (default 0: "
+                 "serial); the schedule does not depend on them")
       ->check(CLI::Range(0, 256));
   app.add_flag("--verbose", args->verbose, "Show CBC's log");
+  app.add_option("--check", args->check,
+                 "Compile, and instead of writing the schedule compare it with this file: exit 0 "
+                 "when it is byte for byte what this version compiles from the profile and flags, "
+                 "5 when not (for CI; docs/cli.md)")
+      ->check(kNonEmpty)
+      ->excludes("-o");
   app.add_option("--cache", args->cache_dir,
                  "Directory of compiled schedules: reuse the one stored for this problem and "
                  "budget, store the result")

@@ -175,7 +175,7 @@ CompileResult compile(const Problem& problem, const CompileOptions& options) {
     return (limit > 0 && elapsed() >= limit) ||
            (options.optimizer.interrupted && options.optimizer.interrupted());
   };
-  int skipped = 0;
+  int& skipped = result.generators_skipped;
   result.ranking = rank_generators(problem, method, lower_bound, stop, &skipped);
   if (skipped > 0) {
     result.warnings.push_back(fmt::format(
@@ -186,7 +186,7 @@ CompileResult compile(const Problem& problem, const CompileOptions& options) {
   std::optional<CachedSchedule> cached;
   if (!options.cache_dir.empty()) {
     try {
-      cache.emplace(options.cache_dir);
+      cache.emplace(options.cache_dir, options.optimizer.effort);
       cached = cache->find(problem, method);
     } catch (const InputError& e) {
       result.warnings.push_back(std::string(e.what()) + "; compiling without it");

@@ -37,6 +37,9 @@ struct CompileResult {
   std::vector<Candidate> ranking;     // every method tried: usable ones by makespan, then the rest
   std::optional<SolverStats> solver;  // when the optimiser ran
   std::vector<std::string> warnings;  // what went wrong without spoiling the result (the cache)
+  // Generators not run because the time limit had passed or an interrupt came: the result then
+  // depends on the machine, as with SolverStats::reproducible().
+  int generators_skipped = 0;
 };
 
 struct CompileOptions {

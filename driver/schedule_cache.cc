@@ -10,6 +10,7 @@
 #include "formats/schedule_json.h"
 #include "formats/sha256.h"
 #include "model/errors.h"
+#include "model/version.h"
 #include "timing/simulator.h"
 #include "timing/validator.h"
 
@@ -29,7 +30,7 @@ int64_t mebibytes(int64_t bytes) {
 
 }  // namespace
 
-std::string cache_key(const Problem& problem, const std::string& method) {
+std::string cache_key(const Problem& problem, const std::string& method, double effort) {
   nlohmann::json stages = nlohmann::json::array();
   for (const StageCosts& c : problem.stages) {
     nlohmann::json& stage = stages.emplace_back(
@@ -47,7 +48,9 @@ std::string cache_key(const Problem& problem, const std::string& method) {
     // Budgets exactly: a schedule must never be reused for a smaller one it might not fit.
     budgets.push_back({problem.budget_bytes[r], problem.static_bytes[r]});
   }
-  nlohmann::json key = {{"method", method},
+  nlohmann::json key = {{"version", optpipe_version()},
+                        {"effort", effort},
+                        {"method", method},
                         {"time_unit", to_string(problem.time_unit)},
                         {"shape", {problem.ranks, problem.chunks_per_rank, problem.microbatches}},
                         {"placement", problem.rank_of_stage},
@@ -62,7 +65,7 @@ std::string cache_key(const Problem& problem, const std::string& method) {
   return sha256_hex(key.dump());
 }
 
-ScheduleCache::ScheduleCache(std::string dir) : dir_(std::move(dir)) {
+ScheduleCache::ScheduleCache(std::string dir, double effort) : dir_(std::move(dir)), effort_(effort) {
   std::error_code error;
   std::filesystem::create_directories(dir_, error);
   if (error || !std::filesystem::is_directory(dir_)) {
@@ -72,7 +75,7 @@ ScheduleCache::ScheduleCache(std::string dir) : dir_(std::move(dir)) {
 }
 
 std::string ScheduleCache::path_for(const Problem& problem, const std::string& method) const {
-  return (std::filesystem::path(dir_) / (cache_key(problem, method) + ".schedule.json")).string();
+  return (std::filesystem::path(dir_) / (cache_key(problem, method, effort_) + ".schedule.json")).string();
 }
 
 std::optional<CachedSchedule> ScheduleCache::find(const Problem& problem,

@@ -13,10 +13,11 @@
 
 namespace optpipe {
 
-// Key of a problem for `method`: SHA-256 of its shape, placement, per-rank budgets and static
-// bytes, and costs rounded to the stated precision: times and bandwidths to 3 significant digits,
-// sizes to 1 MiB. Profiles that differ only below that precision share a key.
-std::string cache_key(const Problem& problem, const std::string& method);
+// Key of a problem for `method` at `effort` (--effort) with this optpipe version: SHA-256 of its
+// shape, placement, per-rank budgets and static bytes, and costs rounded to the stated precision:
+// times and bandwidths to 3 significant digits, sizes to 1 MiB. Profiles that differ only below
+// that precision share a key.
+std::string cache_key(const Problem& problem, const std::string& method, double effort = 1);
 
 struct CachedSchedule {
   Schedule schedule;  // re-timed for this problem and validated
@@ -26,7 +27,8 @@ struct CachedSchedule {
 class ScheduleCache {
  public:
   // Creates `dir` when missing; InputError when it cannot.
-  explicit ScheduleCache(std::string dir);
+  // `effort`: the --effort of the compiles it serves (part of the key).
+  explicit ScheduleCache(std::string dir, double effort = 1);
 
   // The stored schedule for this key, when its order still validates for `problem`.
   std::optional<CachedSchedule> find(const Problem& problem, const std::string& method) const;
@@ -36,6 +38,7 @@ class ScheduleCache {
  private:
   std::string path_for(const Problem& problem, const std::string& method) const;
   std::string dir_;
+  double effort_;
 };
 
 }  // namespace optpipe

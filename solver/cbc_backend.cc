@@ -2,7 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
+#include <climits>
 #include <cmath>
 #include <limits>
 #include <memory>
@@ -211,15 +213,20 @@ SolveResult solve_with_cbc(const LinearModel& model, const std::vector<double>& 
   const std::string seconds = fmt::format("{:.3f}", std::max(0.05, options.time_limit_seconds));
   const std::string threads = std::to_string(options.threads);
   const std::string log = options.verbose ? "1" : "0";
-  const char* argv[] = {"optpipe",       "-preprocess", "off",       "-presolve",     "off",
-                        "-timeMode",     "elapsed",     "-sec",      seconds.c_str(), "-threads",
-                        threads.c_str(), "-log",        log.c_str(), "-solve",        "-quit"};
+  const char* argv[] = {"optpipe",     "-preprocess", "off",           "-presolve", "off",
+                        "-timeMode",   "elapsed",     "-sec",          seconds.c_str(),
+                        "-threads",    threads.c_str(),
+                        "-log",        log.c_str(),   "-solve",        "-quit"};
+  cbc.setMaximumNumberIterations(
+      static_cast<int>(std::clamp<int64_t>(options.max_iterations, 0, INT32_MAX)));
   CbcMain1(static_cast<int>(std::size(argv)), argv, cbc);
 
   SolveResult result;
   result.seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   result.nodes = cbc.getNodeCount();
+  result.iterations = cbc.getIterationCount();
+  result.time_limit_reached = cbc.isSecondsLimitReached();
   // The tracker saw every incumbent; pass on its best (clones share its state).
   const auto* tracked = dynamic_cast<const IncumbentTracker*>(cbc.getEventHandler());
   const IncumbentTracker& best = tracked ? *tracked : tracker;

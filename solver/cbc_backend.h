@@ -2,6 +2,8 @@
 // driven by CbcMain1, with a MIP start, an incumbent callback and transitivity cuts at the root.
 #pragma once
 
+#include <climits>
+#include <cstdint>
 #include <functional>
 #include <string>
 #include <vector>
@@ -17,6 +19,9 @@ struct CbcOptions {
   // Asked after each node and incumbent (from CBC's threads): true stops the solve there, with
   // the best incumbent so far.
   std::function<bool()> stop_requested = nullptr;
+  // Simplex iterations over the whole solve, root included, checked between nodes: with a serial
+  // solve and no time limit reached, the result is the same on any machine (docs/design.md §10).
+  int64_t max_iterations = INT32_MAX;
 };
 
 enum class SolveStatus { kOptimal, kFeasible, kInfeasible, kNoSolution };
@@ -29,6 +34,8 @@ struct SolveResult {
   double bound = 0;  // CBC's best possible objective
   double seconds = 0;
   int nodes = 0;
+  int64_t iterations = 0;  // simplex iterations, root included
+  bool time_limit_reached = false;  // CBC stopped on time_limit_seconds
 };
 
 // Called with each better incumbent CBC finds (from CBC's threads, one call at a time).

@@ -6,6 +6,7 @@
 #include <array>
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <condition_variable>
 #include <exception>
 #include <limits>
@@ -36,38 +37,49 @@ namespace optpipe {
 namespace {
 
 constexpr double kImprovement = 1e-9;
+// --effort 1's work budget (WorkBudget): a few seconds at R = 8, m = 32 on one core
+// (docs/solver.md).
+constexpr double kEffortPolicyTimings = 2000;
+constexpr double kEffortSearchSteps = 100000;
+constexpr double kEffortCbcIterations = 40000;
+constexpr double kEffortPruneTimings = 2000;
 // CBC's LPs lose precision where the times span too many orders of magnitude: beside a makespan
 // of 5·10^8 an op of 2 time units left Clp's simplex stalling for minutes, past the time limit,
 // which CBC does not check there. Beyond this ratio of the makespan to the shortest op, CBC does
 // not run.
 constexpr double kMaxTimeRatioForCbc = 1e6;
-// Of the time limit, what the list policies may take; of what is left, what the local search may
-// take when CBC runs after it (else all of it).
-constexpr double kPolicyShare = 0.5;
-constexpr double kSearchShare = 0.5;
-// Of the list policies' time, what their neighbourhood may take before the descents over per-rank
-// limits.
+// Of the list policies' timings, what their neighbourhood may take before the descents over
+// per-rank limits.
 constexpr double kNeighbourhoodShare = 0.5;
 // The fastest policies of the neighbourhood that a descent starts from, one after the other
-// while the list policies have time: descents from slower starts often end faster.
+// while the list policies have work left: descents from slower starts often end faster.
 constexpr size_t kDescents = 16;
+// Policies are timed in batches of this many, each run abandoned above the limit known when its
+// batch began: whatever the number of threads, the same runs end the same way.
+constexpr size_t kPolicyBatch = 16;
 constexpr double kNoLimit = std::numeric_limits<double>::infinity();
-// Where the whole order is CBC's, of what the list policies leave, what CBC may take first.
+// Where the whole order is CBC's, of its iterations, what its first solve, before the climbs, may
+// take.
 constexpr double kProbeShare = 0.05;
+// Where CBC runs after the climbs, the share of the search's steps the climbs take before it; the
+// rest climbs after CBC, in proportion to the iterations CBC left unspent.
+constexpr double kSearchShareBeforeCbc = 0.5;
+// The local search climbs in this many lanes, each with its own random moves, whatever the number
+// of threads (which only run them side by side). Lanes exchange their best orders after each
+// epoch of kEpochSteps moves each.
+constexpr int kSearchLanes = 2;
+constexpr int64_t kEpochSteps = 256;
 // A climb of the local search gives up after this many moves per action without a shorter
 // makespan.
 constexpr size_t kPatiencePerAction = 50;
 // Random moves that kick a stalled local search out of its local optimum.
 constexpr int kKickMoves = 20;
-// Where climbs keep apart, how much longer than a worker's best the optimum it climbs again from
-// may be: a walk that takes only better optima stays in fewer basins (R = 4, m = 4 at 33% ample:
-// 603.3 with each of five seeds; 603.3-614.2 with three, taking only better optima).
+// Where climbs keep apart, how much longer than a lane's best the optimum it climbs again from
+// may be: a walk that takes only better optima stays in fewer basins.
 constexpr double kApartSlack = 0.01;
-
-// What dropping the offloads and recomputes a schedule does not need may take after the search:
-// a share of the time limit, at most the cap (one timing each; at R = 4 milliseconds in all).
-constexpr double kPruneShare = 0.02;
-constexpr double kPruneCapSeconds = 0.5;
+// The simplex iterations of one window of window_microbatches microbatches (wider windows: in
+// proportion).
+constexpr int64_t kWindowIterations = 5000;
 
 // The seed of one climb of the local search: the search's seed and the climb's number mixed, so
 // that the climbs of two search seeds share no random moves (with their sum, seed 2's first climb
@@ -128,7 +140,19 @@ void run_workers(int workers, const Work& work) {
   if (failure) std::rethrow_exception(failure);
 }
 
-// One call of optimize(): the search from one seed, its time limit, its best schedule and bound.
+// One lane of the local search (climb()): its climb, and the best order it found in an epoch.
+struct SearchLane {
+  std::optional<LocalSearch> search;  // nullopt between rounds
+  uint64_t round = 0;
+  size_t unsuccessful = 0;
+  std::optional<Order> own;  // with `apart`: the optimum this lane climbs again from
+  double own_best = kNoLimit;
+  bool ended = false;  // its start did not time to a valid schedule
+  std::optional<Order> found;
+  double found_makespan = kNoLimit;
+};
+
+// One call of optimize(): the search from one seed, its work budget, its best schedule and bound.
 class OptimizerRun {
  public:
   OptimizerRun(const Problem& problem, const OptimizerOptions& options,
@@ -136,6 +160,7 @@ class OptimizerRun {
       : problem_(problem),
         options_(options),
         on_improvement_(on_improvement),
+        budget_(WorkBudget::at_effort(options.effort)),
         started_(std::chrono::steady_clock::now()) {}
 
   OptimizeResult run(const Schedule& seed) {
@@ -148,7 +173,7 @@ class OptimizerRun {
       if (options_.on_progress) ticker = std::jthread([this](std::stop_token stop) { tick(stop); });
       search();
     }  // the ticker has stopped
-    if (!interrupted()) prune_best();
+    if (!stopped()) prune_best();
     return finish();
   }
 
@@ -156,7 +181,7 @@ class OptimizerRun {
   void search() {
     if (done()) return;  // the seed meets the lower bound (or the target gap)
     if (options_.local_search) {
-      explore_offloading_policies(kPolicyShare * options_.time_limit_seconds);
+      explore_offloading_policies(budget_.policy_timings);
       if (done()) return;
       // The list policies offload eagerly: the climbs start faster, and spend no moves on
       // copies, from the best policy without those it does not need.
@@ -172,37 +197,48 @@ class OptimizerRun {
     const double shortest = shortest_op(problem_);
     const bool cbc_fits = best_makespan_ <= kMaxTimeRatioForCbc * shortest;
     const bool whole = cbc_fits && ops <= static_cast<size_t>(options_.max_ops_for_whole_model);
+    const bool cbc_follows = whole || (cbc_fits && !moves);
     if (options_.local_search) {
       if (whole) {  // small problems: CBC proves them before the search could
-        solve_whole(kProbeShare * remaining());
+        stats_.cbc = CbcUse::kWholeOrder;
+        solve_whole(static_cast<int64_t>(kProbeShare * budget_.cbc_iterations));
         if (done()) return;
       }
       // The whole share even where climbs stall: kicked climbs escape basins that CBC,
       // started from them, does not (docs/solver.md).
-      const bool cbc_follows = whole || (cbc_fits && !moves);
-      climb(cbc_follows ? kSearchShare * remaining() : remaining(), whole);
+      climb(cbc_follows
+                ? static_cast<int64_t>(kSearchShareBeforeCbc * budget_.search_steps)
+                : budget_.search_steps,
+            whole);
       if (done()) return;
     }
     if (whole) {
-      solve_whole(remaining());
+      stats_.cbc = CbcUse::kWholeOrder;
+      solve_whole(cbc_iterations_left());
     } else if (!cbc_fits) {
+      stats_.cbc = CbcUse::kSkippedTimeSpan;
       stats_.note = fmt::format(
           "the ops' times span more than {:g} (the shortest {:g}, the makespan {:g}), too wide "
           "for CBC's LPs, so only the list policies and the local search ran",
           kMaxTimeRatioForCbc, shortest, best_makespan_.load());
     } else if (moves_activations(best_)) {  // the local search may have added transfers
+      stats_.cbc = CbcUse::kSkippedActivations;
       stats_.note = fmt::format(
           "windows keep offload and recompute as the schedule has them, so CBC re-optimises "
           "them only in orders of up to {} compute ops; this one has {}, so only the list "
           "policies and the local search ran",
           options_.max_ops_for_whole_model, ops);
     } else {
+      stats_.cbc = CbcUse::kWindows;
       slide_windows();
     }
-    // CBC may hand back time: windows too large to try, an order the search gave transfers (no
-    // windows), a whole order solved early. The search climbs on with it.
-    if (options_.local_search && !done() && remaining() > 0) {
-      climb(remaining(), whole);
+    // CBC may leave work unspent: windows too large to try, an order the search gave transfers
+    // (no windows), a whole order solved early. The search climbs on with the steps it kept for
+    // after CBC, in proportion.
+    if (options_.local_search && cbc_follows && !done() && budget_.cbc_iterations > 0) {
+      const double unspent = static_cast<double>(cbc_iterations_left()) / budget_.cbc_iterations;
+      climb(static_cast<int64_t>(unspent * (1 - kSearchShareBeforeCbc) * budget_.search_steps),
+            whole);
     }
   }
 
@@ -210,6 +246,16 @@ class OptimizerRun {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
   }
   double remaining() const { return options_.time_limit_seconds - elapsed(); }
+  // The safety cap: once past the time limit, the search stops, and says its result depends on
+  // the machine.
+  bool time_up() const {
+    if (remaining() > 0) return false;
+    time_capped_ = true;
+    return true;
+  }
+  int64_t cbc_iterations_left() const {
+    return std::max<int64_t>(0, budget_.cbc_iterations - stats_.work.cbc_iterations);
+  }
 
   // Reports the search's state whenever it has reported nothing for a progress interval, until
   // asked to stop.
@@ -257,8 +303,9 @@ class OptimizerRun {
     offer(order, &not_before);
   }
 
-  // Keeps `candidate`, the timing of `order`, when it validates and beats the best. Workers call
-  // it at once: the check runs outside the lock, the exchange inside.
+  // Keeps `candidate`, the timing of `order`, when it validates and beats the best. Called from
+  // one thread at a time, in an order that does not depend on the threads: the lock is for the
+  // ticker.
   bool offer(Schedule candidate, const Order& order) {
     if (makespan_of(candidate) >= best_makespan_ - kImprovement) return false;  // cheap first
     if (validate(problem_, candidate)) return false;
@@ -277,18 +324,19 @@ class OptimizerRun {
   }
 
   // AdaOffload's list scheduler under the neighbourhood of its policies
-  // (heuristics/list_policies.h) for up to half of `seconds`, then descents over per-rank
-  // limits from the fastest of them in turn: where the order has to offload, these find better
-  // placements in that time than CBC or the local search, which then start from the best.
-  void explore_offloading_policies(double seconds) {
-    const double deadline = elapsed() + seconds;
-    const std::vector<RatedPolicy> starts =
-        fastest_policies(offloading_policy_neighbourhood(problem_),
-                         elapsed() + kNeighbourhoodShare * seconds, kDescents, kNoLimit);
+  // (heuristics/list_policies.h) for up to kNeighbourhoodShare of `timings`, then descents over
+  // per-rank limits from the fastest of them in turn: where the order has to offload, these find
+  // better placements than CBC or the local search, which then start from the best.
+  void explore_offloading_policies(int64_t timings) {
+    const int64_t until = stats_.work.policy_timings + timings;
+    const std::vector<RatedPolicy> starts = fastest_policies(
+        offloading_policy_neighbourhood(problem_),
+        stats_.work.policy_timings + static_cast<int64_t>(kNeighbourhoodShare * timings),
+        kDescents, kNoLimit);
     for (RatedPolicy current : starts) {
-      while (elapsed() < deadline && !done()) {
+      while (stats_.work.policy_timings < until && !done()) {
         std::vector<RatedPolicy> better = fastest_policies(
-            rank_limit_neighbours(problem_, current.policy), deadline, 1, current.makespan);
+            rank_limit_neighbours(problem_, current.policy), until, 1, current.makespan);
         if (better.empty()) break;  // a local optimum: the next start
         current = std::move(better.front());
       }
@@ -300,79 +348,122 @@ class OptimizerRun {
     double makespan;
   };
 
-  // Times `policies` until `deadline`, the workers taking them in turn, and offers every schedule
-  // that fits the budget. Returns the `keep` fastest policies under `to_beat`, fastest first; a
-  // run sure to end after the keep-th fastest so far is abandoned.
+  // Times `policies` in batches, the threads taking a batch's policies in turn, until the policy
+  // timings reach `until`, and offers every schedule that fits the budget, in the policies'
+  // order. Returns the `keep` fastest policies under `to_beat`, fastest first; a run sure to end
+  // after the keep-th fastest known when its batch began is abandoned.
   std::vector<RatedPolicy> fastest_policies(const std::vector<ListPolicy>& policies,
-                                            double deadline, size_t keep, double to_beat) {
+                                            int64_t until, size_t keep, double to_beat) {
     std::vector<RatedPolicy> fastest;
-    std::mutex fastest_mutex;
-    std::atomic<double> limit = to_beat;
-    std::atomic<size_t> next = 0;
-    run_workers(workers(), [&](int) {
-      for (size_t i = next++; i < policies.size(); i = next++) {
-        if (elapsed() >= deadline || done()) return;
-        ListPolicy policy = policies[i];
-        policy.abandon_above_makespan = limit;
-        std::optional<OffloadedSchedule> candidate = list_candidate(problem_, policy, "milp");
-        if (!candidate || !candidate->fits()) continue;
+    double limit = to_beat;
+    for (size_t begin = 0; begin < policies.size();) {
+      const int64_t left = until - stats_.work.policy_timings;
+      if (left <= 0 || done()) break;
+      const size_t end =
+          std::min({policies.size(), begin + kPolicyBatch, begin + static_cast<size_t>(left)});
+      std::vector<std::optional<OffloadedSchedule>> timed(end - begin);
+      std::atomic<size_t> next = begin;
+      run_workers(workers(), [&](int) {
+        for (size_t i = next++; i < end; i = next++) {
+          if (stopped()) return;
+          ListPolicy policy = policies[i];
+          policy.abandon_above_makespan = limit;
+          std::optional<OffloadedSchedule> candidate = list_candidate(problem_, policy, "milp");
+          if (candidate && candidate->fits()) timed[i - begin] = std::move(candidate);
+        }
+      });
+      stats_.work.policy_timings += static_cast<int64_t>(end - begin);
+      for (size_t i = begin; i < end; ++i) {
+        std::optional<OffloadedSchedule>& candidate = timed[i - begin];
+        if (!candidate) continue;
         const double makespan = makespan_of(candidate->schedule);
-        {
-          const std::lock_guard lock(fastest_mutex);
-          if (makespan < limit - kImprovement) {
-            const auto later =
-                std::upper_bound(fastest.begin(), fastest.end(), makespan,
-                                 [](double m, const RatedPolicy& f) { return m < f.makespan; });
-            fastest.insert(later, {policies[i], makespan});
-            if (fastest.size() > keep) fastest.pop_back();
-            if (fastest.size() == keep) limit = fastest.back().makespan;
-          }
+        if (makespan < limit - kImprovement) {
+          const auto later =
+              std::upper_bound(fastest.begin(), fastest.end(), makespan,
+                               [](double m, const RatedPolicy& f) { return m < f.makespan; });
+          fastest.insert(later, {policies[i], makespan});
+          if (fastest.size() > keep) fastest.pop_back();
+          if (fastest.size() == keep) limit = fastest.back().makespan;
         }
         offer(std::move(candidate->schedule), candidate->order);
       }
-    });
+      begin = end;
+    }
     return fastest;
   }
 
-  // The local search (solver/local_search.h) from the best order for up to `seconds`, one climb
-  // per worker, each with its own random moves. When a climb stops finding shorter makespans it
-  // climbs again from the best order after a random kick (iterated local search). Each
-  // improvement is offered, so it becomes the start of what follows. With `apart`, a worker
-  // climbs again from its own last optimum instead, taking one up to kApartSlack longer than its
-  // best: on whole orders climbs are short, and walks kept apart reach basins that following the
-  // best misses; on longer orders following the best wins (docs/solver.md).
-  void climb(double seconds, bool apart) {
-    const double deadline = elapsed() + seconds;
+  // The local search (solver/local_search.h) from the best order for `steps` moves, in
+  // kSearchLanes lanes, each with its own random moves. When a lane's climb stops finding shorter
+  // makespans it climbs again from the best order after a random kick (iterated local search).
+  // After each epoch the lanes' best orders are offered, in lane order, so they become the start
+  // of what follows. With `apart`, a lane climbs again from its own last optimum instead, taking
+  // one up to kApartSlack longer than its best: on whole orders climbs are short, and walks kept
+  // apart reach basins that following the best misses; on longer orders following the best wins
+  // (docs/solver.md).
+  void climb(int64_t steps, bool apart) {
     size_t actions = 0;
     for (const auto& refs : order_.ranks) actions += refs.size();
     const size_t patience = kPatiencePerAction * actions;
-    const int workers = this->workers();
-    run_workers(workers, [&](int worker) {
-      std::optional<Order> own;  // with `apart`: the optimum this worker climbs again from
-      double own_best = kNoLimit;
-      for (uint64_t round = 0;; ++round) {
-        std::optional<LocalSearch> search =
-            LocalSearch::from(problem_, own ? *own : best_order(),
-                              climb_seed(options_.search_seed, round * workers + worker));
-        if (!search) return;  // the order re-timed does not reproduce a valid schedule
-        if (round > 0) search->perturb(kKickMoves);
-        for (size_t unsuccessful = 0; unsuccessful < patience; ++unsuccessful) {
-          if (elapsed() >= deadline || done()) return;
-          if (!search->step()) continue;
-          unsuccessful = 0;
-          if (search->makespan() < best_makespan_ - kImprovement) {
-            // Timed again from scratch, as the runtime shim will run it: what leaves the
-            // optimiser never rests on the search's re-used timings (which once went wrong:
-            // tests/local_search_test.cc checks that they agree).
-            offer(search->order());
-          }
+    std::vector<SearchLane> lanes(kSearchLanes);
+    for (int64_t left = steps; left >= kSearchLanes && !done();) {
+      const int64_t epoch = std::min(kEpochSteps, left / kSearchLanes);
+      const Order start = order_;
+      const double to_beat = best_makespan_;
+      std::atomic<int> next = 0;
+      run_workers(std::min(workers(), kSearchLanes), [&](int) {
+        for (int lane = next++; lane < kSearchLanes; lane = next++) {
+          run_lane(lanes[lane], lane, start, to_beat, epoch, patience, apart);
         }
-        if (apart && search->makespan() <= own_best * (1 + kApartSlack)) {
-          own = search->order();
-          own_best = std::min(own_best, search->makespan());
-        }
+      });
+      stats_.work.search_steps += epoch * kSearchLanes;
+      left -= epoch * kSearchLanes;
+      bool any = false;
+      for (SearchLane& lane : lanes) {
+        any = any || !lane.ended;
+        if (!lane.found) continue;
+        // Timed again from scratch, as the runtime shim will run it: what leaves the optimiser
+        // never rests on the search's re-used timings (tests/local_search_test.cc checks that
+        // they agree).
+        offer(*lane.found);
+        lane.found.reset();
+        lane.found_makespan = kNoLimit;
       }
-    });
+      if (!any) return;
+    }
+  }
+
+  // `epoch` moves of one lane, its rounds starting from `start` (or its own optimum).
+  void run_lane(SearchLane& lane, int index, const Order& start, double to_beat, int64_t epoch,
+                size_t patience, bool apart) {
+    for (int64_t step = 0; step < epoch && !lane.ended; ++step) {
+      if (stopped()) return;
+      if (!lane.search) {
+        lane.search = LocalSearch::from(
+            problem_, lane.own ? *lane.own : start,
+            climb_seed(options_.search_seed, lane.round * kSearchLanes + index));
+        if (!lane.search) {  // the order re-timed does not reproduce a valid schedule
+          lane.ended = true;
+          return;
+        }
+        if (lane.round > 0) lane.search->perturb(kKickMoves);
+        lane.unsuccessful = 0;
+      }
+      LocalSearch& search = *lane.search;
+      if (search.step()) {
+        lane.unsuccessful = 0;
+        if (search.makespan() < std::min(to_beat, lane.found_makespan) - kImprovement) {
+          lane.found = search.order();
+          lane.found_makespan = search.makespan();
+        }
+      } else if (++lane.unsuccessful >= patience) {  // the round ends: a kick, then climb again
+        if (apart && search.makespan() <= lane.own_best * (1 + kApartSlack)) {
+          lane.own = search.order();
+          lane.own_best = std::min(lane.own_best, search.makespan());
+        }
+        lane.search.reset();
+        ++lane.round;
+      }
+    }
   }
 
   // The search keeps offloads and recomputes wherever dropping them does not shorten the
@@ -381,14 +472,15 @@ class OptimizerRun {
   // faster, it is an improvement like any other.
   void prune_best() {
     if (!moves_activations(best_)) return;
-    const double seconds = std::min(kPruneShare * options_.time_limit_seconds, kPruneCapSeconds);
-    const auto deadline = std::chrono::steady_clock::now() +
-                          std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-                              std::chrono::duration<double>(seconds));
+    const auto deadline = started_ + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                                         std::chrono::duration<double>(std::min(
+                                             options_.time_limit_seconds, 100 * 365.25 * 86400)));
     // order_ is the search's best order; a kept seed's is read off its schedule, in its own form.
     const Order order = improved_ ? order_ : order_of(best_);
-    std::optional<PrunedOrder> pruned =
-        prune_offloads_and_recomputes(problem_, order, best_, {.deadline = deadline});
+    std::optional<PrunedOrder> pruned = prune_offloads_and_recomputes(
+        problem_, order, best_,
+        {.deadline = deadline, .max_timings = static_cast<size_t>(budget_.prune_timings)});
+    time_up();  // the deadline may have cut it short
     if (!pruned) return;
     stats_.offloads_dropped += pruned->offloads_dropped;
     stats_.recomputes_dropped += pruned->recomputes_dropped;
@@ -399,16 +491,20 @@ class OptimizerRun {
     best_ = std::move(pruned->schedule);
   }
 
-  Order best_order() {
-    const std::lock_guard lock(best_mutex_);
-    return order_;
-  }
-
-  // Threads for the list policies and the local search: the option asks CBC for as many.
+  // Threads for the list policies and the local search's lanes.
   int workers() const { return std::max(1, options_.threads); }
 
-  CbcOptions cbc_options(double limit) const {
-    return {std::max(0.05, limit), options_.threads, options_.verbose, [this] { return done(); }};
+  // Serial, on iterations: the same solve on any machine, unless the time limit comes first.
+  CbcOptions cbc_options(int64_t iterations) const {
+    return {std::max(0.05, remaining()), 0, options_.verbose, [this] { return done(); },
+            iterations};
+  }
+
+  // Counts a solve against the iterations and notes whether the time limit stopped it.
+  void count(const SolveResult& result) {
+    stats_.nodes += result.nodes;
+    stats_.work.cbc_iterations += result.iterations;
+    if (result.time_limit_reached) time_capped_ = true;
   }
 
   // The best order and its timing in the form the order model admits as its MIP start: the
@@ -424,17 +520,19 @@ class OptimizerRun {
     return {in_microbatch_order(order_), std::move(relabelled)};
   }
 
-  // Whole orders also decide each activation's keep / offload / recompute.
-  void solve_whole(double limit) {
+  // Whole orders also decide each activation's keep / offload / recompute. About `iterations`
+  // simplex iterations at most (CBC checks between nodes).
+  void solve_whole(int64_t iterations) {
+    if (iterations <= 0 || time_up()) return;
     const ModelStart start = model_start();
     const Order compute = compute_order(start.order);
     const Segment everything = whole_order(compute);
     const OrderModel model(problem_, compute, start.current, everything,
                            SegmentObjective::kMakespan, ActivationChoice::kDecide);
-    const SolveResult result =
-        solve_with_cbc(model.model(), model.start_solution(), cbc_options(limit),
-                       [&](const std::vector<double>& x, double) { offer_solution(model, x); });
-    stats_.nodes += result.nodes;
+    const SolveResult result = solve_with_cbc(
+        model.model(), model.start_solution(), cbc_options(iterations),
+        [&](const std::vector<double>& x, double) { offer_solution(model, x); });
+    count(result);
     if (!result.solution.empty()) offer_solution(model, result.solution);
     if (model.restricts_recompute()) {
       stats_.note = "the MILP runs R right before its B, so its bound holds for that form only";
@@ -445,13 +543,13 @@ class OptimizerRun {
     if (result.status == SolveStatus::kOptimal) {
       // Proven: nothing beats the optimum, whatever the simulator's re-timing gained on top.
       stats_.bound = std::max(stats_.bound, std::min(result.objective, best_makespan_.load()));
-      stats_.status = "optimal";
+      proven_by_cbc_ = true;
     }
   }
 
   // Windows of `width` microbatches slide by half a window; a pass that finds nothing doubles the
-  // width, so the search moves to larger neighbourhoods until the time is up, as long as a window
-  // stays small enough for CBC to finish its root within the limit.
+  // width, so the search moves to larger neighbourhoods until CBC's iterations are spent, as long as a
+  // window stays small enough for CBC to finish its root in reasonable time.
   void slide_windows() {
     int width = std::max(1, options_.window_microbatches);
     while (window_fits() && !done()) {
@@ -475,20 +573,26 @@ class OptimizerRun {
     }
   }
 
-  // Whether another window can run: CBC does not stop within its root, so a window may take
-  // longer than its limit; one as long as the longest so far must end within the time limit.
-  bool window_fits() const { return remaining() > 0.05 && longest_window_ <= remaining(); }
+  // Whether another window can run: CBC's iterations are left for it, and (the safety cap) one as long
+  // as the longest so far ends within the time limit: CBC does not stop within its root.
+  bool window_fits() const {
+    if (cbc_iterations_left() <= 0) return false;
+    if (remaining() > 0.05 && longest_window_ <= remaining()) return true;
+    time_capped_ = true;
+    return false;
+  }
 
   bool improve_window(const ModelStart& start, const Segment& window, int width) {
     const double started = elapsed();
     const OrderModel model(problem_, start.order, start.current, window,
                            SegmentObjective::kMakespanThenRanks);
-    const double limit = std::min(remaining(), options_.window_time_limit_seconds * width /
-                                                   std::max(1, options_.window_microbatches));
+    const int64_t iterations =
+        std::min(cbc_iterations_left(),
+                 kWindowIterations * width / std::max(1, options_.window_microbatches));
     const SolveResult result =
-        solve_with_cbc(model.model(), model.start_solution(), cbc_options(limit), nullptr);
+        solve_with_cbc(model.model(), model.start_solution(), cbc_options(iterations), nullptr);
     ++stats_.windows;
-    stats_.nodes += result.nodes;
+    count(result);
     longest_window_ = std::max(longest_window_, elapsed() - started);
     if (result.solution.empty() || !offer(model.decode(result.solution))) return false;
     ++stats_.windows_improved;
@@ -502,28 +606,44 @@ class OptimizerRun {
   }
 
   bool interrupted() const { return options_.interrupted && options_.interrupted(); }
+  // What stops the search where the machine decides: an interrupt or the time limit.
+  bool stopped() const { return interrupted() || time_up(); }
   bool within_target_gap() const {
     return options_.target_gap > 0 && best_makespan_ <= stats_.bound * (1 + options_.target_gap);
   }
-  // Whether the search may stop before its time limit: proven optimal, within the target gap, or
-  // interrupted.
-  bool done() const { return proven_optimal() || within_target_gap() || interrupted(); }
+  // Whether the search may stop before its work is spent: proven optimal, within the target gap,
+  // interrupted or past the time limit.
+  bool done() const { return proven_optimal() || within_target_gap() || stopped(); }
 
   OptimizeResult finish() {
     // CBC proves its optimum within its tolerances: at times of 10^8 its value can pass a valid
     // schedule's makespan by a few units. No lower bound is above a schedule that exists.
     stats_.bound = std::min(stats_.bound, best_makespan_.load());
-    if (stats_.status.empty()) {
-      stats_.status = proven_optimal() ? "optimal" : improved_ ? "improved" : "seed_kept";
-    }
-    if (stats_.status != "optimal") {
-      if (within_target_gap()) {
-        stats_.note =
-            fmt::format("stopped within the target gap of {:g}%", 100 * options_.target_gap);
-      } else if (interrupted()) {
-        stats_.note =
-            fmt::format("interrupted after {:.1f} s: the best schedule found so far", elapsed());
-      }
+    const bool optimal = proven_by_cbc_ || proven_optimal();
+    stats_.status = optimal     ? SearchStatus::kOptimal
+                    : improved_ ? SearchStatus::kImproved
+                                : SearchStatus::kSeedKept;
+    // The stop comes first in the note, then what limited the search on the way.
+    const auto note_first = [this](const std::string& stop) {
+      stats_.note = stats_.note.empty() ? stop : stop + "; " + stats_.note;
+    };
+    if (interrupted()) {
+      stats_.stop_reason = StopReason::kInterrupted;
+      note_first(
+          fmt::format("interrupted after {:.1f} s: the best schedule found so far", elapsed()));
+    } else if (time_capped_) {
+      stats_.stop_reason = StopReason::kTimeLimit;
+      note_first(fmt::format(
+          "the time limit of {:g} s came before the work of --effort {:g} was done: another "
+          "machine may compile another schedule",
+          options_.time_limit_seconds, options_.effort));
+    } else if (optimal) {
+      stats_.stop_reason = StopReason::kProvenOptimal;
+    } else if (within_target_gap()) {
+      stats_.stop_reason = StopReason::kTargetGap;
+      note_first(fmt::format("stopped within the target gap of {:g}%", 100 * options_.target_gap));
+    } else {
+      stats_.stop_reason = StopReason::kWorkDone;
     }
     stats_.objective = best_makespan_;
     stats_.gap = stats_.bound > 0 ? best_makespan_ / stats_.bound - 1 : 0;
@@ -534,13 +654,15 @@ class OptimizerRun {
   const Problem& problem_;
   const OptimizerOptions& options_;
   const ImprovementCallback& on_improvement_;
+  const WorkBudget budget_;
   std::chrono::steady_clock::time_point started_;
-  // Guards best_, improved_, order_, current_ and last_report_ while workers run, and the bound
-  // while the ticker runs.
+  // Guards best_, improved_, order_, current_ and last_report_ against the ticker.
   std::mutex best_mutex_;
   Schedule best_;
   std::atomic<double> best_makespan_ = 0;
   bool improved_ = false;
+  bool proven_by_cbc_ = false;
+  mutable std::atomic<bool> time_capped_ = false;
   Order order_;
   Schedule current_;
   LowerBound problem_bound_;  // the problem's, before CBC's (stats_.bound) rises above it
@@ -550,6 +672,16 @@ class OptimizerRun {
 };
 
 }  // namespace
+
+WorkBudget WorkBudget::at_effort(double effort) {
+  const auto scaled = [effort](double units) {
+    return static_cast<int64_t>(std::llround(std::max(0.0, effort) * units));
+  };
+  return {.policy_timings = scaled(kEffortPolicyTimings),
+          .search_steps = scaled(kEffortSearchSteps),
+          .cbc_iterations = scaled(kEffortCbcIterations),
+          .prune_timings = scaled(kEffortPruneTimings)};
+}
 
 OptimizeResult optimize(const Problem& problem, const Schedule& seed,
                         const OptimizerOptions& options,

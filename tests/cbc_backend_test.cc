@@ -1,5 +1,5 @@
 // What solve_with_cbc reports (solver/cbc_backend.h): the bound CBC proves, including the one of
-// a search CBC restarted.
+// a search CBC restarted; a solve stopped on simplex iterations, which repeats exactly.
 #include "solver/cbc_backend.h"
 
 #include <gtest/gtest.h>
@@ -58,6 +58,31 @@ TEST(CbcBackend, ReportsTheBoundOfASearchRestartedAfterReducedCostFixing) {
   EXPECT_NE(stopped.status, SolveStatus::kOptimal) << "stopped before the proof";
   EXPECT_GT(stopped.bound, 562.56);
   EXPECT_LE(stopped.bound, optimum + 1e-9);
+}
+
+// The optimiser's CBC work is counted in simplex iterations (docs/solver.md, Reproducible
+// compiles): a solve stopped on them ends where its limit says, and takes the same path again.
+TEST(CbcBackend, ASolveStoppedOnIterationsRepeatsExactly) {
+  const Problem problem = scarce_vshape_at_half_budget();
+  const Schedule seed = in_microbatch_order(split_backward(
+      problem,
+      simulate_within_budget(problem, find_generator("zb-auto")->build(problem), "zb-auto")));
+  const Order compute = compute_order(order_of(seed));
+  const OrderModel model(problem, compute, seed, whole_order(compute),
+                         SegmentObjective::kMakespan);
+  CbcOptions limited;
+  limited.time_limit_seconds = 600;  // only guards against a hang
+  limited.max_iterations = 3000;
+  const SolveResult first = solve_with_cbc(model.model(), model.start_solution(), limited, nullptr);
+  const SolveResult second =
+      solve_with_cbc(model.model(), model.start_solution(), limited, nullptr);
+  EXPECT_NE(first.status, SolveStatus::kOptimal) << "stopped before the proof";
+  EXPECT_FALSE(first.time_limit_reached);
+  EXPECT_GE(first.iterations, limited.max_iterations);
+  EXPECT_EQ(first.iterations, second.iterations);
+  EXPECT_EQ(first.nodes, second.nodes);
+  EXPECT_EQ(first.solution, second.solution);
+  EXPECT_EQ(first.bound, second.bound);
 }
 
 }  // namespace

@@ -32,7 +32,10 @@ class CommandLineTest : public ::testing::Test {
     std::filesystem::remove_all(dir_);
     std::filesystem::create_directories(dir_);
   }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
+  // OPTPIPE_KEEP_TEST_DIR=1 keeps the directory, to look at what a failing test wrote.
+  void TearDown() override {
+    if (!std::getenv("OPTPIPE_KEEP_TEST_DIR")) std::filesystem::remove_all(dir_);
+  }
 
   static std::string example(const std::string& name) {
     return std::string(OPTPIPE_SOURCE_DIR) + "/examples/" + name;

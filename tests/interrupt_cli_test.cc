@@ -48,7 +48,8 @@ TEST_P(InterruptCliTest, LeavesTheBestScheduleSummarisedAndValid) {
   const auto summary = nlohmann::json::parse(slurp(path("summary.json")));
   const auto& solver = summary.at("solver");
   EXPECT_TRUE(solver.at("note").get<std::string>().starts_with("interrupted after"));
-  EXPECT_LT(solver.at("seconds").get<double>(), 30.0);
+  EXPECT_EQ(solver.at("stop_reason"), "interrupted");
+  EXPECT_EQ(solver.at("reproducible"), false);
   EXPECT_NE(solver.at("status"), "optimal");
   const CommandResult check =
       run("optpipe", "validate " + profile + " " + schedule + " --memory-budget 52GiB");

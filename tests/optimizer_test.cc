@@ -64,7 +64,7 @@ TEST_P(ProvenOptimum, MatchesExhaustiveSearch) {
         EXPECT_FALSE(validate(p, s));
         EXPECT_TRUE(m.within_budget);
       });
-  EXPECT_EQ(result.stats.status, "optimal");
+  EXPECT_EQ(result.stats.status, SearchStatus::kOptimal);
   const double optimum = exhaustive_optimum(p, c.fifo_in_search);
   EXPECT_NEAR(result.stats.objective, optimum, 1e-6);
   EXPECT_NEAR(result.stats.bound, optimum, 1e-6);
@@ -126,7 +126,7 @@ TEST(Optimizer, LocalSearchReachesTheBoundFromOneFOneB) {
   const OptimizeResult result =
       optimize(p, seed, {.time_limit_seconds = 120, .max_ops_for_whole_model = 0}, nullptr);
   EXPECT_FALSE(validate(p, result.schedule));
-  EXPECT_EQ(result.stats.status, "optimal");
+  EXPECT_EQ(result.stats.status, SearchStatus::kOptimal);
   EXPECT_NEAR(result.stats.objective, result.stats.bound, 1e-9);
   EXPECT_EQ(result.stats.windows, 0);  // CBC was not needed
 }
@@ -140,7 +140,7 @@ TEST(Optimizer, SearchClimbsOnWithTheTimeCbcLeaves) {
   const OptimizeResult result =
       optimize(p, seed.schedule, {.time_limit_seconds = 1, .max_ops_per_window = 1}, nullptr);
   EXPECT_EQ(result.stats.windows, 0);
-  EXPECT_NE(result.stats.status, "optimal");  // which would end the search at once
+  EXPECT_NE(result.stats.status, SearchStatus::kOptimal);  // which would end the search at once
   EXPECT_GE(result.stats.seconds, 0.95);
   EXPECT_FALSE(validate(p, result.schedule));
 }
@@ -152,7 +152,7 @@ TEST(Optimizer, ASeedWithinTheTargetGapIsReturnedAtOnce) {
   const testing::TimedSchedule seed = run_generator("zb-auto", p);
   const OptimizeResult result =
       optimize(p, seed.schedule, {.time_limit_seconds = 30, .target_gap = 0.1}, nullptr);
-  EXPECT_EQ(result.stats.status, "seed_kept");
+  EXPECT_EQ(result.stats.status, SearchStatus::kSeedKept);
   EXPECT_LT(result.stats.seconds, 1.0);
   EXPECT_GT(result.stats.gap, 0.05);
   EXPECT_LE(result.stats.gap, 0.1);
@@ -171,7 +171,7 @@ TEST(Optimizer, CbcStopsAtTheFirstIncumbentWithinTheTargetGap) {
                [&](const Schedule& s, const Metrics&) { EXPECT_FALSE(validate(p, s)); });
   ASSERT_NEAR(result.stats.bound, 28.2, 1e-9);
   EXPECT_LE(result.stats.objective, 31.02 + 1e-9);
-  EXPECT_EQ(result.stats.status, "improved");
+  EXPECT_EQ(result.stats.status, SearchStatus::kImproved);
   EXPECT_LT(result.stats.nodes, 1000);
   EXPECT_EQ(result.stats.note, "stopped within the target gap of 10%");
   EXPECT_FALSE(validate(p, result.schedule));
@@ -195,7 +195,7 @@ TEST(Optimizer, AnInterruptStopsCbcWithTheBestScheduleSoFar) {
   });
   const std::chrono::duration<double> stopping = std::chrono::steady_clock::now() - interrupted_at;
   ASSERT_TRUE(interrupted);
-  EXPECT_EQ(result.stats.status, "improved");
+  EXPECT_EQ(result.stats.status, SearchStatus::kImproved);
   EXPECT_LT(result.stats.objective, makespan_of(seed));
   EXPECT_GT(result.stats.objective, result.stats.bound + 1);
   EXPECT_LT(stopping.count(), 3.0);
@@ -249,7 +249,7 @@ TEST(Optimizer, TimeLimitHoldsWhenWindowsGrow) {
       std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   EXPECT_LT(seconds, 3.0);
   EXPECT_FALSE(validate(p, result.schedule));
-  EXPECT_NE(result.stats.status, "");
+  EXPECT_GT(result.stats.objective, 0);
 }
 
 // The caller's bound stands for the problem's: a seed that meets it is returned at once as
@@ -263,7 +263,7 @@ TEST(Optimizer, TakesTheCallersLowerBound) {
       p, seed,
       {.time_limit_seconds = 30, .lower_bound = LowerBound{makespan, BoundSource::kSolver}},
       nullptr);
-  EXPECT_EQ(result.stats.status, "optimal");
+  EXPECT_EQ(result.stats.status, SearchStatus::kOptimal);
   EXPECT_EQ(result.stats.bound, makespan);
   EXPECT_LT(result.stats.seconds, 1.0);
   EXPECT_EQ(makespan_of(result.schedule), makespan);
@@ -280,7 +280,7 @@ TEST(Optimizer, AKeptSeedGoesWithoutTheOffloadsItDoesNotNeed) {
       p, seed,
       {.time_limit_seconds = 30, .lower_bound = LowerBound{makespan, BoundSource::kSolver}},
       nullptr);
-  EXPECT_EQ(result.stats.status, "optimal");
+  EXPECT_EQ(result.stats.status, SearchStatus::kOptimal);
   EXPECT_EQ(result.stats.offloads_dropped, p.microbatches);
   EXPECT_EQ(count_ops(result.schedule, Op::kOffload), 0);
   EXPECT_FALSE(validate(p, result.schedule));
@@ -322,7 +322,7 @@ TEST(Optimizer, OffloadAloneIsProvenOptimalAndBeatsKeeping) {
   const OptimizeResult kept = optimize_from_adaoffload(keep);
   const OptimizeResult moved = optimize_from_adaoffload(offload);
   EXPECT_NEAR(kept.stats.objective, exhaustive_optimum(keep, true), 1e-6);
-  EXPECT_EQ(moved.stats.status, "optimal");
+  EXPECT_EQ(moved.stats.status, SearchStatus::kOptimal);
   EXPECT_GT(count_ops(moved.schedule, Op::kOffload), 0);
   EXPECT_LT(moved.stats.objective, kept.stats.objective - 0.1);
   EXPECT_NEAR(moved.stats.bound, moved.stats.objective, 1e-6);
@@ -378,7 +378,7 @@ TEST(Optimizer, LocalSearchBeatsAdaOffloadWhereTheMilpIsTooLarge) {
       });
   EXPECT_FALSE(validate(p, result.schedule));
   EXPECT_GT(incumbents, 0);
-  EXPECT_EQ(result.stats.status, "improved");
+  EXPECT_EQ(result.stats.status, SearchStatus::kImproved);
   EXPECT_GT(count_ops(result.schedule, Op::kOffload), 0);
   // The policies alone reached 81.6 against 89.0.
   EXPECT_LT(result.stats.objective, 0.95 * seed.metrics.makespan);

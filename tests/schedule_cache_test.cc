@@ -63,7 +63,7 @@ TEST_F(CacheCompile, AProvenOptimumIsReturnedWithoutSolvingAgain) {
   const Problem p = testing::uniform_problem(2, 1, 3, {1, 1.5, 0.5, 1000, 200});
   const CompileResult first = compile(p, options(30));
   ASSERT_TRUE(first.solver);
-  ASSERT_EQ(first.solver->status, "optimal");
+  ASSERT_EQ(first.solver->status, SearchStatus::kOptimal);
   const CompileResult second = compile(p, options(30));
   EXPECT_FALSE(second.solver);  // settled by the cache
   EXPECT_EQ(second.best.method, "cache");

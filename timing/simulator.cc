@@ -101,6 +101,9 @@ class Simulation {
   // Whether the timing stopped once a rank was sure to end after abandon_above (run() then
   // returns an empty schedule).
   bool abandoned() const { return abandoned_; }
+  // What each blocked rank waits for where the ranks wait on each other in a cycle (run() then
+  // returns an empty schedule); empty where they do not.
+  const std::string& deadlock() const { return deadlock_; }
 
   // With `previous`, the actions that start before `revision.unchanged_before` there are taken
   // from it, and those after the moment the timing catches up with it (see
@@ -123,7 +126,7 @@ class Simulation {
     } else {
       run_events();
     }
-    if (abandoned_) return {};
+    if (abandoned_ || !deadlock_.empty()) return {};
     auto listed_first = [](const Action& a, const Action& b) {
       return a.start < b.start ||
              (a.start == b.start && is_compute(a.ref.op) && is_transfer(b.ref.op));
@@ -141,7 +144,10 @@ class Simulation {
   void run_events() {
     for (int r = 0; r < problem_.ranks; ++r) refresh_rank(r);
     while (remaining_ > 0) {
-      if (heap_.empty()) throw DeadlockError(deadlock_message());
+      if (heap_.empty()) {
+        deadlock_ = deadlock_message();
+        return;
+      }
       const Candidate c = heap_.top();
       heap_.pop();
       if (c.version != version_[c.slot]) continue;
@@ -188,7 +194,7 @@ class Simulation {
         }
       }
     }
-    if (remaining_ > 0) throw DeadlockError(deadlock_message());
+    if (remaining_ > 0) deadlock_ = deadlock_message();
   }
 
   // Commits the actions of `previous` that start before `before`, at their times there: the state
@@ -466,22 +472,46 @@ class Simulation {
   Schedule schedule_;
   int remaining_ = 0;
   int transfers_ = 0;  // listed in the order
+  std::string deadlock_;
 };
+
+SimulationOutcome outcome_of(Simulation& simulation, Schedule schedule) {
+  if (!simulation.deadlock().empty()) return {std::nullopt, simulation.deadlock()};
+  return {std::move(schedule), {}};
+}
+
+// For orders that cannot deadlock by construction: one that does is a bug in its maker.
+Schedule schedule_or_throw(SimulationOutcome timing) {
+  if (!timing.schedule) throw DeadlockError(timing.deadlock);
+  return std::move(*timing.schedule);
+}
 
 }  // namespace
 
+SimulationOutcome try_simulate(const Problem& problem, const Order& order, const std::string& method) {
+  Simulation simulation(problem, order, nullptr, false);
+  return outcome_of(simulation, simulation.run(method));
+}
+
 Schedule simulate(const Problem& problem, const Order& order, const std::string& method) {
-  return Simulation(problem, order, nullptr, false).run(method);
+  return schedule_or_throw(try_simulate(problem, order, method));
 }
 
 Schedule simulate(const Problem& problem, const Order& order, const std::string& method,
                   const OpTable<double>& not_before) {
-  return Simulation(problem, order, &not_before, false).run(method);
+  Simulation simulation(problem, order, &not_before, false);
+  return schedule_or_throw(outcome_of(simulation, simulation.run(method)));
+}
+
+SimulationOutcome try_simulate_within_budget(const Problem& problem, const Order& order,
+                                  const std::string& method) {
+  Simulation simulation(problem, order, nullptr, true);
+  return outcome_of(simulation, simulation.run(method));
 }
 
 Schedule simulate_within_budget(const Problem& problem, const Order& order,
                                 const std::string& method) {
-  return Simulation(problem, order, nullptr, true).run(method);
+  return schedule_or_throw(try_simulate_within_budget(problem, order, method));
 }
 
 double unchanged_before(const Order& order, const Schedule& timing, int rank, size_t position) {
@@ -498,7 +528,8 @@ double unchanged_before(const Order& order, const Schedule& timing, int rank, si
 Schedule simulate_within_budget(const Problem& problem, const Order& order,
                                 const std::string& method, const Schedule& previous,
                                 const OrderRevision& revision) {
-  return Simulation(problem, order, nullptr, true).run(method, &previous, revision);
+  Simulation simulation(problem, order, nullptr, true);
+  return schedule_or_throw(outcome_of(simulation, simulation.run(method, &previous, revision)));
 }
 
 std::optional<Schedule> simulate_within_budget(const Problem& problem, const Order& order,
@@ -508,7 +539,7 @@ std::optional<Schedule> simulate_within_budget(const Problem& problem, const Ord
   const double threshold = abandon_above + kAbandonMargin * (1 + std::abs(abandon_above));
   Simulation simulation(problem, order, nullptr, true, threshold);
   Schedule schedule = simulation.run(method, &previous, revision);
-  if (simulation.abandoned()) return std::nullopt;
+  if (simulation.abandoned() || !simulation.deadlock().empty()) return std::nullopt;
   return schedule;
 }
 

@@ -10,6 +10,12 @@ venv="${OPTPIPE_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/optpipe/venv}"
 requirements=runtime-shim/python/requirements.txt
 stamp="$venv/.optpipe-requirements"
 
+# One setup at a time: tests that run side by side (ctest -j) may each call this on a fresh
+# machine, and a second caller must not use the environment while the first still installs.
+mkdir -p "$(dirname "$venv")"
+exec 9>"$venv.lock"
+flock 9
+
 if [ ! -x "$venv/bin/python" ]; then
   python3 -c 'import venv' 2>/dev/null || {
     echo "setup-python: python3 with the venv module is needed (apt-get install python3-venv)" >&2

@@ -31,8 +31,8 @@ std::string summary_table(const Problem& problem, const std::string& method,
 
 std::string solver_line(const SolverStats& solver) {
   std::string line = fmt::format(
-      "optimiser: {} in {:.1f} s ({} of {} CBC windows improved, {} nodes)", solver.status,
-      solver.seconds, solver.windows_improved, solver.windows, solver.nodes);
+      "optimiser: {} ({}) in {:.1f} s ({} of {} CBC windows improved, {} nodes)",
+      to_string(solver.status), to_string(solver.stop_reason), solver.seconds, solver.windows_improved, solver.windows, solver.nodes);
   if (solver.offloads_dropped + solver.recomputes_dropped > 0) {
     line += fmt::format("; dropped {} offloads and {} recomputes it did not need",
                         solver.offloads_dropped, solver.recomputes_dropped);
