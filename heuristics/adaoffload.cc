@@ -78,13 +78,9 @@ class AdaOffloadSearch {
   // Fits `order` by offloading and keeps it if best (a deadlocking order counts as over budget:
   // this warm-up starves a rank, others remain).
   Verdict consider(const Order& order) {
-    Schedule timing;
-    try {
-      timing = simulate(problem_, order, kMethod);
-    } catch (const Error&) {
-      return Verdict::kOverBudget;
-    }
-    return consider_timed(order, timing);
+    SimulationOutcome timed = try_simulate(problem_, order, kMethod);
+    if (!timed.schedule) return Verdict::kOverBudget;
+    return consider_timed(order, *timed.schedule);
   }
 
   // The same for the list scheduler's order under `policy` (without offload), which gives up as
@@ -92,12 +88,8 @@ class AdaOffloadSearch {
   // left out before the simulator times it.
   Verdict consider_listed(ListPolicy policy) {
     policy.abandon_above_makespan = best_fit_makespan();
-    ListOutcome outcome;
-    try {
-      outcome = list_schedule_with_outcome(problem_, policy);
-    } catch (const Error&) {
-      return Verdict::kOverBudget;
-    }
+    const ListOutcome outcome = list_schedule_with_outcome(problem_, policy);
+    if (!outcome.deadlock.empty()) return Verdict::kOverBudget;
     if (outcome.abandoned || outcome.makespan >= best_fit_makespan()) return Verdict::kTooSlow;
     return consider(outcome.order);
   }
@@ -189,15 +181,13 @@ void search_chunks(const Problem& problem, AdaOffloadSearch& search) {
     for (double extra : {0.25, 0.5, 1.0, 2.0}) {
       Order order = grouped_interleaved_order(problem, group,
                                               interleaved_warmup(problem, group, extra), true);
-      try {
-        Schedule timing = simulate(problem, order, kMethod);
-        const double makespan = makespan_of(timing);
-        if (makespan >= fastest_leaner) continue;
-        fastest_leaner = makespan;
-        prepared.push_back({std::move(order), std::move(timing), makespan});
-      } catch (const Error&) {
-        // this warm-up is too deep for the group: the wrap-around waits on itself
-      }
+      // Deadlocked: this warm-up is too deep for the group (the wrap-around waits on itself).
+      SimulationOutcome timed = try_simulate(problem, order, kMethod);
+      if (!timed.schedule) continue;
+      const double makespan = makespan_of(*timed.schedule);
+      if (makespan >= fastest_leaner) continue;
+      fastest_leaner = makespan;
+      prepared.push_back({std::move(order), std::move(*timed.schedule), makespan});
     }
   }
   std::stable_sort(prepared.begin(), prepared.end(),
@@ -234,13 +224,13 @@ void search_offloading_lists(const Problem& problem, AdaOffloadSearch& search) {
     ListPolicy policy = offloading_list_policy(problem, rules, later_first, factor);
     policy.weights = WeightTiming::kGapAware;
     policy.abandon_above_makespan = search.best_fit_makespan();
-    try {
-      ListOutcome outcome = list_schedule_with_outcome(problem, policy);
-      if (outcome.abandoned || already_timed(outcome.order)) return;
-      timed.push_back(outcome.order);
-      search.offer(time_with_simulator(problem, std::move(outcome.order), kMethod));
-    } catch (const Error&) {
-      // a starved rank under this policy; the others remain
+    ListOutcome outcome = list_schedule_with_outcome(problem, policy);
+    // A starved rank under this policy: the others remain.
+    if (!outcome.deadlock.empty() || outcome.abandoned || already_timed(outcome.order)) return;
+    timed.push_back(outcome.order);
+    if (std::optional<OffloadedSchedule> candidate =
+            try_time_with_simulator(problem, std::move(outcome.order), kMethod)) {
+      search.offer(std::move(*candidate));
     }
   };
   for (bool later_first : {true, false}) {
@@ -267,11 +257,10 @@ void search_offloading_lists(const Problem& problem, AdaOffloadSearch& search) {
 void search_recomputing_lists(const Problem& problem, AdaOffloadSearch& search) {
   for (bool later_first : {false, true}) {
     if (later_first && problem.chunks_per_rank == 1) continue;
-    try {
-      search.offer(
-          time_with_simulator(problem, recomputing_list_order(problem, later_first), kMethod));
-    } catch (const Error&) {
-      // a starved rank in the view; the other candidates remain
+    // A starved rank in the view: the other candidates remain.
+    if (std::optional<OffloadedSchedule> candidate = try_time_with_simulator(
+            problem, recomputing_list_order(problem, later_first), kMethod)) {
+      search.offer(std::move(*candidate));
     }
   }
 }

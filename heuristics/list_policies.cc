@@ -129,17 +129,14 @@ std::vector<ListPolicy> rank_limit_neighbours(const Problem& problem, const List
 
 std::optional<OffloadedSchedule> list_candidate(const Problem& problem, const ListPolicy& policy,
                                                 const std::string& method) {
-  try {
-    ListOutcome outcome = list_schedule_with_outcome(problem, policy);
-    if (outcome.abandoned) return std::nullopt;
-    OffloadedSchedule candidate = time_with_simulator(problem, std::move(outcome.order), method);
-    if (!candidate.fits() && problem.any_stage_can_recompute()) {
-      candidate = fit_recompute(problem, std::move(candidate), method);
-    }
-    return candidate;
-  } catch (const Error&) {
-    return std::nullopt;  // a starved rank under this policy
+  ListOutcome outcome = list_schedule_with_outcome(problem, policy);
+  if (outcome.abandoned || !outcome.deadlock.empty()) return std::nullopt;  // a starved rank
+  std::optional<OffloadedSchedule> candidate =
+      try_time_with_simulator(problem, std::move(outcome.order), method);
+  if (candidate && !candidate->fits() && problem.any_stage_can_recompute()) {
+    candidate = fit_recompute(problem, std::move(*candidate), method);
   }
+  return candidate;
 }
 
 }  // namespace optpipe

@@ -128,7 +128,8 @@ class ListScheduler {
     ListOutcome outcome;
     for (const RankState& rank : ranks_) {
       if (rank.remaining > 0) {
-        throw DeadlockError("list scheduler: no rank can make progress (in-flight limit too low?)");
+        outcome.deadlock = "list scheduler: no rank can make progress (in-flight limit too low?)";
+        return outcome;
       }
       outcome.peak_live_bytes.push_back(rank.peak_bytes);
       if (rank.first_start >= 0) {
@@ -570,7 +571,9 @@ class ListScheduler {
 }  // namespace
 
 Order list_schedule(const Problem& problem, const ListPolicy& policy) {
-  return ListScheduler(problem, policy).run().order;
+  ListOutcome outcome = ListScheduler(problem, policy).run();
+  if (!outcome.deadlock.empty()) throw DeadlockError(outcome.deadlock);
+  return std::move(outcome.order);
 }
 
 ListOutcome list_schedule_with_outcome(const Problem& problem, const ListPolicy& policy) {

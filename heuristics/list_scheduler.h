@@ -62,7 +62,8 @@ struct ListPolicy {
   double abandon_above_makespan = std::numeric_limits<double>::infinity();
 };
 
-// Throws DeadlockError when no rank can make progress (an in-flight limit below 1).
+// For policies that cannot starve a rank: throws DeadlockError when no rank can make progress (an
+// in-flight limit below 1).
 Order list_schedule(const Problem& problem, const ListPolicy& policy);
 
 // The order with the timing the scheduler gave it, which is the simulator's as-soon-as-possible
@@ -74,6 +75,9 @@ struct ListOutcome {
   double span = 0;                       // longest rank span (docs/semantics.md)
   std::vector<int64_t> peak_live_bytes;  // per rank, static bytes excluded
   bool abandoned = false;  // passed ListPolicy::abandon_above_makespan; the rest is unset
+  // Non-empty when no rank could make progress (a rank starved under the policy's limits); the
+  // rest is unset. A search over policies reads it and moves on.
+  std::string deadlock;
 };
 ListOutcome list_schedule_with_outcome(const Problem& problem, const ListPolicy& policy);
 

@@ -377,6 +377,13 @@ OffloadedSchedule time_with_simulator(const Problem& problem, Order order,
   return summarize(problem, std::move(order), std::move(schedule));
 }
 
+std::optional<OffloadedSchedule> try_time_with_simulator(const Problem& problem, Order order,
+                                                         const std::string& method) {
+  SimulationOutcome timed = try_simulate_within_budget(problem, order, method);
+  if (!timed.schedule) return std::nullopt;
+  return summarize(problem, std::move(order), std::move(*timed.schedule));
+}
+
 bool better_offloaded(const OffloadedSchedule& a, const OffloadedSchedule& b) {
   if (a.fits() != b.fits()) return a.fits();
   if (!a.fits() && a.excess_bytes != b.excess_bytes) return a.excess_bytes < b.excess_bytes;

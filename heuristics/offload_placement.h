@@ -83,8 +83,13 @@ OffloadedSchedule fit_recompute(const Problem& problem, OffloadedSchedule fitted
 OffloadedSchedule summarize(const Problem& problem, Order order, Schedule schedule);
 
 // Times `order` with the memory fence (simulate_within_budget), as every generator's order is.
+// Throws DeadlockError where the order deadlocks (a bug in its maker).
 OffloadedSchedule time_with_simulator(const Problem& problem, Order order,
                                       const std::string& method);
+
+// The same for an order that may deadlock (a policy that starves a rank): nullopt where it does.
+std::optional<OffloadedSchedule> try_time_with_simulator(const Problem& problem, Order order,
+                                                         const std::string& method);
 
 // Preference between candidates: fitting first, then the shorter makespan (fewer offloads on a
 // tie); among those over budget, the smaller excess.

@@ -60,12 +60,10 @@ std::optional<OffloadedSchedule> pipeoffload_schedule_faster_than(const Problem&
   for (int group = ranks; group >= (ranks + 1) / 2; group -= step) {
     const Order base =
         grouped_interleaved_order(problem, group, interleaved_warmup(problem, group, 2), false);
-    Schedule timing;
-    try {
-      timing = simulate(problem, base, kMethod);
-    } catch (const DeadlockError&) {
-      continue;  // a partial last group can starve the warm-up rule; try another group size
-    }
+    SimulationOutcome timed = try_simulate(problem, base, kMethod);
+    // A partial last group can starve the warm-up rule: another group size.
+    if (!timed.schedule) continue;
+    const Schedule& timing = *timed.schedule;
     if (makespan_of(timing) >= makespan) continue;  // offload never shortens it
     for (int k = 0; k <= problem.chunks_per_rank; ++k) {
       OffloadedSchedule candidate = fit_offloads(

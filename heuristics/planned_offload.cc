@@ -157,12 +157,9 @@ std::optional<OffloadedSchedule> build_plan(const Problem& problem, const Basis&
     const std::optional<OffloadSet> offloaded = choose_offloads(problem, basis, reserve);
     if (!offloaded) return std::nullopt;  // mending only raises reserves
     Order order = with_transfers(problem, basis.order, *offloaded, lead, delay);
-    Schedule schedule;
-    try {
-      schedule = simulate_within_budget(problem, order, method);
-    } catch (const Error&) {
-      return std::nullopt;  // a reload placed where its rank waits on itself
-    }
+    SimulationOutcome timed = try_simulate_within_budget(problem, order, method);
+    if (!timed.schedule) return std::nullopt;  // a reload placed where its rank waits on itself
+    Schedule& schedule = *timed.schedule;
     if (makespan_of(schedule) >= abandon_above) return std::nullopt;
     bool fits = true;
     for (int r = 0; r < problem.ranks; ++r) {

@@ -8,15 +8,12 @@ namespace optpipe {
 std::optional<Schedule> timing_within_budget(const Problem& problem, const Order& order,
                                              const Schedule* previous,
                                              const OrderRevision& revision, double limit) {
-  try {
-    std::optional<Schedule> schedule =
-        previous ? simulate_within_budget(problem, order, "milp", *previous, revision, limit)
-                 : simulate_within_budget(problem, order, "milp");
-    if (!schedule || validate_memory(problem, *schedule)) return std::nullopt;
-    return schedule;
-  } catch (const Error&) {
-    return std::nullopt;  // ranks that would wait on each other
-  }
+  // nullopt, too, where the ranks would wait on each other.
+  std::optional<Schedule> schedule =
+      previous ? simulate_within_budget(problem, order, "milp", *previous, revision, limit)
+               : try_simulate_within_budget(problem, order, "milp").schedule;
+  if (!schedule || validate_memory(problem, *schedule)) return std::nullopt;
+  return schedule;
 }
 
 }  // namespace optpipe

@@ -181,12 +181,8 @@ Order best_memory_limited_order(const Problem& problem,
   double best_within_budget = std::numeric_limits<double>::infinity();
   for (ListPolicy& policy : policy_choices(problem, activation_limit_bytes)) {
     policy.abandon_above_makespan = best_within_budget;
-    ListOutcome outcome;
-    try {
-      outcome = list_schedule_with_outcome(problem, policy);
-    } catch (const DeadlockError&) {
-      continue;  // an in-flight cap the placement cannot live with
-    }
+    ListOutcome outcome = list_schedule_with_outcome(problem, policy);
+    if (!outcome.deadlock.empty()) continue;  // an in-flight cap the placement cannot live with
     if (outcome.abandoned) continue;  // slower than a candidate within budget
     // Many choices coincide when memory or the caps do not bind.
     if (std::any_of(tried.begin(), tried.end(),

@@ -284,14 +284,10 @@ class OptimizerRun {
   // allocation waiting for the offloads that make room for it) and keeps it when it validates and
   // beats the best.
   bool offer(const Order& order, const OpTable<double>* not_before = nullptr) {
-    Schedule candidate;
-    try {
-      candidate = not_before ? simulate(problem_, order, "milp", *not_before)
-                             : simulate_within_budget(problem_, order, "milp");
-    } catch (const std::exception&) {
-      return false;  // a decoded order that deadlocks is not an improvement
-    }
-    return offer(std::move(candidate), order);
+    SimulationOutcome timed = not_before ? try_simulate(problem_, order, "milp", *not_before)
+                                         : try_simulate_within_budget(problem_, order, "milp");
+    if (!timed.schedule) return false;  // a decoded order that deadlocks is not an improvement
+    return offer(std::move(*timed.schedule), order);
   }
 
   // Either timing of a whole-order solution may be the better valid one: as early as the order

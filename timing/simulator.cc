@@ -497,10 +497,15 @@ Schedule simulate(const Problem& problem, const Order& order, const std::string&
   return schedule_or_throw(try_simulate(problem, order, method));
 }
 
+SimulationOutcome try_simulate(const Problem& problem, const Order& order,
+                               const std::string& method, const OpTable<double>& not_before) {
+  Simulation simulation(problem, order, &not_before, false);
+  return outcome_of(simulation, simulation.run(method));
+}
+
 Schedule simulate(const Problem& problem, const Order& order, const std::string& method,
                   const OpTable<double>& not_before) {
-  Simulation simulation(problem, order, &not_before, false);
-  return schedule_or_throw(outcome_of(simulation, simulation.run(method)));
+  return schedule_or_throw(try_simulate(problem, order, method, not_before));
 }
 
 SimulationOutcome try_simulate_within_budget(const Problem& problem, const Order& order,

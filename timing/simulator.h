@@ -31,6 +31,8 @@ Schedule simulate(const Problem& problem, const Order& order, const std::string&
 
 // As above, with no action starting before its `not_before` time: how a solver's timing, where an
 // op may wait for an offload to free memory, becomes a schedule with the simulator's exact ends.
+SimulationOutcome try_simulate(const Problem& problem, const Order& order,
+                               const std::string& method, const OpTable<double>& not_before);
 Schedule simulate(const Problem& problem, const Order& order, const std::string& method,
                   const OpTable<double>& not_before);
 
