@@ -371,6 +371,46 @@ OffloadedSchedule summarize(const Problem& problem, Order order, Schedule schedu
   return result;
 }
 
+// `order` with an OFFLOAD right after each offloaded F and its RELOAD after the compute op
+// `lead` - delay[RELOAD] places before its B; an activation whose reload would come before its
+// F's place stays on the device.
+Order with_listed_transfers(const Problem& problem, const Order& order, const OffloadSet& offloaded,
+                     int lead, const OpTable<int>& delay) {
+  Order result;
+  result.ranks.resize(problem.ranks);
+  // Indexed by stage, which belongs to one rank: one table serves every rank.
+  OpTable<int> forward_at(problem, -1);
+  OpTable<uint8_t> reloaded(problem, 0);
+  for (int r = 0; r < problem.ranks; ++r) {
+    const std::vector<OpRef>& list = order.ranks[r];
+    std::vector<std::vector<OpRef>> reloads_after(list.size());
+    for (size_t q = 0; q < list.size(); ++q) {
+      const OpRef& ref = list[q];
+      if (ref.op == Op::kForward) forward_at[ref] = static_cast<int>(q);
+      if (!is_input_backward(ref.op) || !offloaded.contains(ref.stage, ref.microbatch)) continue;
+      const OpRef reload{Op::kReload, ref.stage, ref.microbatch};
+      const int at = static_cast<int>(q) - std::max(1, lead - delay[reload]);
+      if (at > forward_at[{Op::kForward, ref.stage, ref.microbatch}]) {
+        reloads_after[at].push_back(reload);
+      }
+    }
+    for (const auto& reloads : reloads_after) {
+      for (const OpRef& reload : reloads) {
+        reloaded[{Op::kForward, reload.stage, reload.microbatch}] = 1;
+      }
+    }
+    for (size_t q = 0; q < list.size(); ++q) {
+      const OpRef& ref = list[q];
+      result.ranks[r].push_back(ref);
+      if (ref.op == Op::kForward && reloaded[ref]) {
+        result.ranks[r].push_back({Op::kOffload, ref.stage, ref.microbatch});
+      }
+      for (const OpRef& reload : reloads_after[q]) result.ranks[r].push_back(reload);
+    }
+  }
+  return result;
+}
+
 OffloadedSchedule time_with_simulator(const Problem& problem, Order order,
                                       const std::string& method) {
   Schedule schedule = simulate_within_budget(problem, order, method);

@@ -82,6 +82,13 @@ OffloadedSchedule fit_recompute(const Problem& problem, OffloadedSchedule fitted
 // know of them.
 OffloadedSchedule summarize(const Problem& problem, Order order, Schedule schedule);
 
+// `order` (compute ops only) with an OFFLOAD right after each offloaded F and its RELOAD after
+// the compute op `lead` - delay[RELOAD] places before its B; an activation whose reload would come
+// before its F's place stays on the device. The memory fence (simulate_within_budget) then holds
+// each allocation until the offloads before it have made room.
+Order with_listed_transfers(const Problem& problem, const Order& order, const OffloadSet& offloaded,
+                            int lead, const OpTable<int>& delay);
+
 // Times `order` with the memory fence (simulate_within_budget), as every generator's order is.
 // Throws DeadlockError where the order deadlocks (a bug in its maker).
 OffloadedSchedule time_with_simulator(const Problem& problem, Order order,

@@ -6,6 +6,7 @@
 #include "heuristics/gpipe.h"
 #include "heuristics/interleaved_1f1b.h"
 #include "heuristics/one_f_one_b.h"
+#include "heuristics/paced_offload.h"
 #include "heuristics/pipeoffload.h"
 #include "heuristics/zero_bubble_handcrafted.h"
 #include "heuristics/zero_bubble_memory.h"
@@ -78,6 +79,11 @@ const std::vector<Generator>& generators() {
        "Wan et al., PipeOffload: Improving Scalability of Pipeline Parallelism with Memory "
        "Optimization, 2025",
        pipeoffload_unsupported, pipeoffload_order},
+      {"paced-offload",
+       "1F1B, ZB-H1/H2, interleaved or V-shape order offloading every activation of the ranks "
+       "that cannot hold their in-flight set, reloads a few ops ahead, each F waiting for memory: "
+       "for coarse stages where only a few activations fit",
+       "optpipe (docs/methods.md)", paced_offload_unsupported, paced_offload_order},
       {"adaoffload",
        "densest split-backward schedule that fits the budget, offloading the longest-lived "
        "activations whose round trip fits; the MILP's seed",

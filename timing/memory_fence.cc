@@ -6,6 +6,7 @@ namespace optpipe {
 
 void MemoryFence::record(double start, double end, const MemoryEffect& effect, bool offload) {
   // Later queries ask no earlier than `start`: releases by then are for good.
+  last_start_ = std::max(last_start_, start);
   std::erase_if(releases_, [&](const Release& r) {
     if (r.end > start) return false;
     live_ -= r.bytes;
@@ -24,6 +25,7 @@ int64_t MemoryFence::live_at(double t) const {
 }
 
 std::optional<double> MemoryFence::earliest_fit(double t, int64_t bytes) const {
+  t = std::max(t, last_start_);
   if (live_at(t) + bytes <= budget_) return t;
   std::vector<double> offload_ends;
   for (const Release& r : releases_) {
@@ -37,6 +39,7 @@ std::optional<double> MemoryFence::earliest_fit(double t, int64_t bytes) const {
 }
 
 int64_t MemoryFence::shortfall(double t, int64_t bytes) const {
+  t = std::max(t, last_start_);
   int64_t pending_offloads = 0;
   for (const Release& r : releases_) {
     if (r.offload && r.end > t) pending_offloads += r.bytes;
