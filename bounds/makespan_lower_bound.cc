@@ -15,12 +15,12 @@ double critical_path_bound(const Problem& problem) {
 
 }  // namespace
 
-LowerBound makespan_lower_bound(const Problem& problem) {
+LowerBound makespan_lower_bound(const Problem& problem, const std::function<bool()>& stop) {
   const LowerBound critical_path{critical_path_bound(problem), BoundSource::kCriticalPath};
   const LowerBound memory{memory_bound(problem), BoundSource::kMemory};
   const LowerBound known = higher(critical_path, memory);
   // On a tie the sequencing bound names the source (docs/semantics.md).
-  return higher(sequencing_bound(problem, known.value), known);
+  return higher(sequencing_bound(problem, known.value, stop), known);
 }
 
 }  // namespace optpipe

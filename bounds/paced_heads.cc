@@ -207,7 +207,7 @@ bool beyond(const Problem& problem, const MicrobatchPaths& paths, const OpHeads&
 }  // namespace
 
 OpHeads paced_heads(const Problem& problem, OpHeads heads, double makespan, bool* settled,
-                    const CheckpointCaps& checkpoints) {
+                    const CheckpointCaps& checkpoints, const std::function<bool()>& stop) {
   const MicrobatchPaths paths = microbatch_paths(problem);
   // Each rank alone first, then with its link group: the group's check costs several times the
   // rank's, and the ranks alone settle most heads. Where the memory raises no head, the ranks'
@@ -216,13 +216,23 @@ OpHeads paced_heads(const Problem& problem, OpHeads heads, double makespan, bool
   // theirs too raised no bound of the suite (docs/semantics.md).
   const bool load = makespan == std::numeric_limits<double>::infinity();
   bool raised = true;
+  bool stopped = false;
   for (const bool link_groups : {false, true}) {
-    for (int round = 0; round < kMaxRounds; ++round) {
+    for (int round = 0; round < kMaxRounds && !stopped; ++round) {
       raise_along_dependencies(problem, heads);
       const OpHeads at_start = heads;
       const Round pacing(problem, paths, at_start, makespan, checkpoints, link_groups);
       raised = false;
-      for (int r = 0; r < problem.ranks; ++r) raised |= pacing.pace(r, heads);
+      for (int r = 0; r < problem.ranks; ++r) {
+        // Each head raised so far holds on its own: the pacing may end between ranks.
+        stopped = stopped || (stop && stop());
+        if (stopped) break;
+        raised |= pacing.pace(r, heads);
+      }
+      if (stopped) {
+        raised = true;  // not settled
+        break;
+      }
       if (!raised && load) raised = raise_by_rank_load(problem, heads);
       if (!raised || (makespan > 0 && beyond(problem, paths, heads, makespan))) break;
     }

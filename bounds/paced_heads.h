@@ -3,6 +3,7 @@
 // until enough of the rank's earlier activations can have been released or offloaded.
 #pragma once
 
+#include <functional>
 #include <limits>
 
 #include "bounds/op_heads.h"
@@ -31,8 +32,11 @@ namespace optpipe {
 // below it follow before the end, so fewer can be away late. `settled`, where given, tells whether
 // the last round raised no head: on a budget that no schedule fits, heads can creep up round after
 // round until the rounds run out.
+// `stop` (the time limit, an interrupt), asked before each rank's pacing in each round, ends the
+// pacing early: every head raised so far holds, so the heads stay valid, only lower.
 OpHeads paced_heads(const Problem& problem, OpHeads heads,
                     double makespan = std::numeric_limits<double>::infinity(),
-                    bool* settled = nullptr, const CheckpointCaps& checkpoints = {});
+                    bool* settled = nullptr, const CheckpointCaps& checkpoints = {},
+                    const std::function<bool()>& stop = nullptr);
 
 }  // namespace optpipe

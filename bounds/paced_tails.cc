@@ -1,5 +1,7 @@
 #include "bounds/paced_tails.h"
 
+#include <limits>
+
 #include <utility>
 
 #include "bounds/paced_heads.h"
@@ -30,7 +32,7 @@ Problem mirrored(const Problem& problem) {
 
 }  // namespace
 
-OpHeads paced_tails(const Problem& problem) {
+OpHeads paced_tails(const Problem& problem, const std::function<bool()>& stop) {
   const Problem mirror = mirrored(problem);
   const int m = problem.microbatches;
   // Backwards, the k-th B of a stage from the last follows k + 1 of its rank's Ws of that stage,
@@ -42,7 +44,8 @@ OpHeads paced_tails(const Problem& problem) {
     heads.backward.emplace_back(m, 0.0);
     heads.weight.emplace_back(m, 0.0);
   }
-  OpHeads paced = paced_heads(mirror, std::move(heads));
+  OpHeads paced = paced_heads(mirror, std::move(heads), std::numeric_limits<double>::infinity(),
+                              nullptr, {}, stop);
   // The mirror's F is the B, its B the F.
   std::swap(paced.forward, paced.backward);
   paced.weight.clear();

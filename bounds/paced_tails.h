@@ -5,6 +5,8 @@
 // must end for the activations still held then to fit.
 #pragma once
 
+#include <functional>
+
 #include "bounds/op_heads.h"
 #include "model/problem.h"
 
@@ -13,6 +15,7 @@ namespace optpipe {
 // Per stage, the least time from the end of its k-th F and B from the last (k from 0) to the
 // schedule's end: [stage][k] in `forward` and `backward`, non-decreasing in k; `weight` is left
 // empty. Every schedule within the budget leaves at least this much after them.
-OpHeads paced_tails(const Problem& problem);
+// `stop`: as for paced_heads (bounds/paced_heads.h): tails paced so far hold.
+OpHeads paced_tails(const Problem& problem, const std::function<bool()>& stop = nullptr);
 
 }  // namespace optpipe

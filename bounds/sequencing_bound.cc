@@ -210,11 +210,13 @@ Job recompute_job(const Problem& problem, const std::vector<std::vector<OpFamily
 // the bound at heads paced by memory.
 class Relaxation {
  public:
-  explicit Relaxation(const Problem& problem)
+  // `stop` ends each pacing early (bounds/paced_heads.h): the bounds stay valid, only lower.
+  Relaxation(const Problem& problem, std::function<bool()> stop)
       : problem_(problem),
+        stop_(std::move(stop)),
         paths_(microbatch_paths(problem)),
         families_(op_families(problem, paths_)),
-        tails_(paced_tails(problem)) {
+        tails_(paced_tails(problem, stop_)) {
     for (const std::vector<OpFamily>& stage : families_) {
       for (size_t type = 0; type < kHeadsOfType.size(); ++type) {
         std::vector<double>& family_heads =
@@ -228,7 +230,7 @@ class Relaxation {
                    jackson_preemptive_bound(rank_jobs(problem, families_, unpaced_, nullptr, r)));
       needs_.push_back(rank_memory_need(problem, paths_, r));
     }
-    paced_ = paced_heads(problem, unpaced_, kInfinity, &settled_);
+    paced_ = paced_heads(problem, unpaced_, kInfinity, &settled_, {}, stop_);
   }
 
   // Where the pacing for schedules that end by a makespan starts. The heads paced for every
@@ -243,7 +245,9 @@ class Relaxation {
   // else kMemoryPacing where their paced heads raise it above their unpaced ones.
   LowerBound paced_bound(double makespan = kInfinity) const {
     const OpHeads heads =
-        makespan == kInfinity ? paced_ : paced_heads(problem_, start_for_makespans(), makespan);
+        makespan == kInfinity
+            ? paced_
+            : paced_heads(problem_, start_for_makespans(), makespan, nullptr, {}, stop_);
     double jobs_alone = 0;
     double bound = 0;
     for (int r = 0; r < problem_.ranks; ++r) {
@@ -290,7 +294,7 @@ class Relaxation {
     // R = 4, m = 8 recompute at 75% on the V-shape 966.5 -> 949.0.)
     if (above > kFewRanks) {
       const OpHeads strictest = paced_heads(problem_, start_for_makespans(), largest, nullptr,
-                                            CheckpointCaps(ranks, CheckpointCap{0, 0}));
+                                            CheckpointCaps(ranks, CheckpointCap{0, 0}), stop_);
       for (auto& [at_most, r] : candidates) {
         at_most = std::min(at_most, with_recomputes(strictest, r, 0));
       }
@@ -332,7 +336,7 @@ class Relaxation {
       const int cap = capped(r, next - 1);
       caps[r] = {cap, cap};
       const double range =
-          with_recomputes(paced_heads(problem_, uncapped, least, nullptr, caps), r, low);
+          with_recomputes(paced_heads(problem_, uncapped, least, nullptr, caps, stop_), r, low);
       if (range < least) least = range, least_low = low;
       if (cap == kAnyCheckpoints) break;
     }
@@ -365,7 +369,8 @@ class Relaxation {
         return k < last ? capped(r, kSplitLows[k + 1] - 1) : kAnyCheckpoints;
       };
       caps[r] = {cap(until), cap(after), split};
-      return split_jobs(paced_heads(problem_, uncapped, makespan, nullptr, caps), until, after);
+      return split_jobs(paced_heads(problem_, uncapped, makespan, nullptr, caps, stop_), until,
+                        after);
     };
     auto within_above = [&](double value) { return value <= above * (1 + kSameSumMargin); };
     // Two probes, paced for schedules that end by `above`, most often find the split no higher:
@@ -425,6 +430,7 @@ class Relaxation {
   }
 
   const Problem& problem_;
+  const std::function<bool()> stop_;
   const MicrobatchPaths paths_;
   const std::vector<std::vector<OpFamily>> families_;
   const OpHeads tails_;  // of F and B, paced by memory
@@ -441,13 +447,16 @@ class Relaxation {
 // bisect from `bound` up to the pacing without offloads (C = 0). C* is at least the failing end,
 // and at least B(fitting end): C* is at most that end, so B(C*) >= B(fitting end). The latter is
 // exact where B is flat around C*.
-// Where C* is at most `known`, a bound held elsewhere, `bound` is returned as it is.
-LowerBound with_reloads_by_the_end(const Relaxation& relaxation, LowerBound bound, double known) {
+// Where C* is at most `known`, a bound held elsewhere, `bound` is returned as it is. Once `stop`
+// says so, the bisection ends where it is: C* is at least its failing end at every step.
+LowerBound with_reloads_by_the_end(const Relaxation& relaxation, LowerBound bound, double known,
+                                   const std::function<bool()>& stop) {
   const double from = std::max(bound.value, known);
   if (relaxation.paced_bound(from).value <= from) return bound;
   double failing = from;
   double fitting = relaxation.paced_bound(0).value;
   while (fitting - failing > kBisectionPrecision * fitting) {
+    if (stop && stop()) return higher(bound, {failing, BoundSource::kMemoryPacing});
     const double mid = (failing + fitting) / 2;
     (relaxation.paced_bound(mid).value <= mid ? fitting : failing) = mid;
   }
@@ -456,13 +465,14 @@ LowerBound with_reloads_by_the_end(const Relaxation& relaxation, LowerBound boun
 
 }  // namespace
 
-LowerBound sequencing_bound(const Problem& problem, double known) {
-  const Relaxation relaxation(problem);
+LowerBound sequencing_bound(const Problem& problem, double known,
+                            const std::function<bool()>& stop) {
+  const Relaxation relaxation(problem, stop);
   LowerBound bound = relaxation.paced_bound();
   if (problem.any_stage_can_recompute()) {
     bound = higher(bound, {relaxation.checkpoint_bound(bound.value), BoundSource::kRecomputeTime});
   }
-  if (problem.offload) bound = with_reloads_by_the_end(relaxation, bound, known);
+  if (problem.offload) bound = with_reloads_by_the_end(relaxation, bound, known, stop);
   // The simulator adds the same durations in another order: round down past the last bits in
   // which the two sums may differ, so a schedule that meets the bound never falls below it.
   bound.value *= 1 - kRoundingMargin;

@@ -11,6 +11,8 @@
 // with preemption allowed (Jackson's preemptive schedule).
 #pragma once
 
+#include <functional>
+
 #include "bounds/lower_bound.h"
 #include "model/problem.h"
 
@@ -26,6 +28,10 @@ inline constexpr double kRoundingMargin = 1e-13;
 // hold it there (kSequencing). `known` is a bound the caller already holds: the reloads'
 // bisection (docs/semantics.md) is skipped where it could not end above `known`, so the bound
 // returned is below the relaxation's own only where that is at most `known`.
-LowerBound sequencing_bound(const Problem& problem, double known = 0);
+// `stop`, asked between the steps of the reloads' bisection (its longest part: about 30 pacings),
+// ends it early (the time limit, an interrupt) with the bound its steps have proven so far, which
+// is valid but may be lower.
+LowerBound sequencing_bound(const Problem& problem, double known = 0,
+                            const std::function<bool()>& stop = nullptr);
 
 }  // namespace optpipe

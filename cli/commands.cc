@@ -183,8 +183,7 @@ int check_compiled(const CompileArgs& args, const Problem& problem, const Compil
   const Candidate& best = result.best;
   const SolverStats* solver = result.solver ? &*result.solver : nullptr;
   if (interrupts.signal()) return interrupts.exit_code(kExitCheckFailed);
-  const bool capped = (solver && !solver->reproducible()) || result.generators_skipped > 0;
-  if (capped) {
+  if (result.cut_short) {
     std::cerr << fmt::format(
         "--check {}: cannot tell: the time limit stopped the compile before its work was done, "
         "so its result depends on this machine's speed; raise --time-limit (or lower --effort)\n",

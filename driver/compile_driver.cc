@@ -162,11 +162,9 @@ CompileResult compile(const Problem& problem, const CompileOptions& options) {
   const auto started = std::chrono::steady_clock::now();
   const std::string& method = options.method;
   CompileResult result;
-  // The bound depends on the problem alone, and takes about 1 s at R = 32,
-  // m = 256: computed once for every schedule measured here and for the optimiser.
-  const LowerBound lower_bound = makespan_lower_bound(problem);
-  // --time-limit bounds the generators too: past it, or after an interrupt, the methods not yet
-  // tried are skipped once one schedule fits.
+  // --time-limit bounds the bound and the generators too: past it, or after an interrupt, the
+  // bound's longest part ends early and the methods not yet tried are skipped once one schedule
+  // fits.
   const double limit = options.optimizer.time_limit_seconds;
   const auto elapsed = [started] {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
@@ -175,9 +173,23 @@ CompileResult compile(const Problem& problem, const CompileOptions& options) {
     return (limit > 0 && elapsed() >= limit) ||
            (options.optimizer.interrupted && options.optimizer.interrupted());
   };
+  // The bound depends on the problem alone, and takes about 1 s at R = 32,
+  // m = 256: computed once for every schedule measured here and for the optimiser.
+  bool bound_cut_short = false;
+  const LowerBound lower_bound = makespan_lower_bound(problem, [&] {
+    bound_cut_short = bound_cut_short || stop();
+    return bound_cut_short;
+  });
+  if (bound_cut_short) {
+    result.warnings.push_back(
+        "the lower bound was cut short by the time limit or an interrupt: it is valid "
+        "but may be lower than it would be");
+    result.cut_short = true;
+  }
   int& skipped = result.generators_skipped;
   result.ranking = rank_generators(problem, method, lower_bound, stop, &skipped);
   if (skipped > 0) {
+    result.cut_short = true;
     result.warnings.push_back(fmt::format(
         "{} of the methods were not tried: the time limit had passed or an interrupt came",
         skipped));
@@ -232,6 +244,7 @@ CompileResult compile(const Problem& problem, const CompileOptions& options) {
       result.ranking.insert(result.ranking.begin(), milp);
     }
     result.solver = optimized.stats;
+    result.cut_short = result.cut_short || !optimized.stats.reproducible();
   }
   if (cache) {
     try {

@@ -37,9 +37,11 @@ struct CompileResult {
   std::vector<Candidate> ranking;     // every method tried: usable ones by makespan, then the rest
   std::optional<SolverStats> solver;  // when the optimiser ran
   std::vector<std::string> warnings;  // what went wrong without spoiling the result (the cache)
-  // Generators not run because the time limit had passed or an interrupt came: the result then
-  // depends on the machine, as with SolverStats::reproducible().
+  // Generators not run because the time limit had passed or an interrupt came.
   int generators_skipped = 0;
+  // Whether the time limit or an interrupt cut the bound, the generators or the optimiser short:
+  // the result then depends on the machine (SolverStats::reproducible() says it of the optimiser).
+  bool cut_short = false;
 };
 
 struct CompileOptions {

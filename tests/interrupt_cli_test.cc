@@ -103,6 +103,26 @@ TEST_F(CommandLineTestWithTimeLimit, TheTimeLimitBoundsTheGenerators) {
   EXPECT_EQ(run("optpipe", "validate " + path("long.json") + " " + path("s.json")).exit_code, 0);
 }
 
+// And the lower bound: its pacing of m = 8,192 with a host link takes seconds, and ends at the time
+// limit with a bound that holds, only lower, which the warning says.
+TEST_F(CommandLineTestWithTimeLimit, TheTimeLimitBoundsTheLowerBound) {
+  write("paced.json", R"({"format": "optpipe.profile/v1", "name": "paced",
+    "pipeline": {"ranks": 4, "microbatches": 8192},
+    "stage_defaults": {"forward": 22, "backward_input": 25, "backward_weight": 19,
+                       "activation_bytes": "2.5GiB", "weight_grad_bytes": "0.6GiB"},
+    "memory": {"budget_bytes": "80GiB", "static_bytes": "30GiB"},
+    "offload": {"d2h_gb_per_s": 25, "h2d_gb_per_s": 25, "channels": "duplex"}})");
+  const CommandResult r = run("optpipe-compile", path("paced.json") + " --time-limit 0.3 -o " +
+                                                     path("s.json") + " --summary-json -");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("the lower bound was cut short by the time limit"), std::string::npos)
+      << r.err;
+  // What the compile wrote passed the validator before it left; its bound is no higher than the
+  // makespan.
+  const auto summary = nlohmann::json::parse(r.out);
+  EXPECT_LE(summary.at("lower_bound").get<double>(), summary.at("makespan").get<double>());
+}
+
 INSTANTIATE_TEST_SUITE_P(Signals, InterruptCliTest, ::testing::Values(SIGINT, SIGTERM),
                          [](const auto& info) {
                            return info.param == SIGINT ? "Sigint" : "Sigterm";

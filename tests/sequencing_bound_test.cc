@@ -459,5 +459,18 @@ TEST(SequencingBound, ItsPruningsKeepTheCheckpointsBound) {
       1906.72, 0.005);
 }
 
+// Stopped (the time limit, an interrupt) before any pacing, the bound is the relaxation's at
+// heads from the dependencies alone: valid, and no higher than the paced one.
+TEST(SequencingBound, AStoppedPacingGivesABoundNoHigher) {
+  const Problem problem = bench::suite_problem("gpt-R4-m8-scarce", 0.33, "loop2");
+  const LowerBound paced = sequencing_bound(problem);
+  int asked = 0;
+  const LowerBound stopped = sequencing_bound(problem, 0, [&asked] { return ++asked > 0; });
+  EXPECT_GT(asked, 0);
+  EXPECT_GT(stopped.value, 0);
+  EXPECT_LE(stopped.value, paced.value);
+  EXPECT_LT(stopped.value, paced.value) << "the pacing raises this bound, so stopping it shows";
+}
+
 }  // namespace
 }  // namespace optpipe
