@@ -31,6 +31,7 @@ enum class CbcUse {
   kWindows,              // windows of microbatches re-optimised, the rest of the order kept
   kSkippedTimeSpan,      // the ops' times span too widely for CBC's LPs
   kSkippedActivations,   // windows keep offloads and recomputes, and the order moves some
+  kSkippedModelSize,     // the model's root would take more than --effort allows
 };
 
 const char* to_string(SearchStatus status);
@@ -109,6 +110,8 @@ inline const char* to_string(CbcUse use) {
       return "skipped_time_span";
     case CbcUse::kSkippedActivations:
       return "skipped_activations";
+    case CbcUse::kSkippedModelSize:
+      return "skipped_model_size";
   }
   return "not_reached";
 }

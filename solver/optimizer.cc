@@ -77,6 +77,10 @@ constexpr int kKickMoves = 20;
 // Where climbs keep apart, how much longer than a lane's best the optimum it climbs again from
 // may be: a walk that takes only better optima stays in fewer basins.
 constexpr double kApartSlack = 0.01;
+// CBC's root (its LP, cut passes and heuristics) runs whole, whatever its iteration limit: a
+// solve starts only where its model's rows, at this many iterations each, fit CBC's whole budget
+// of iterations (at --effort 1, models of up to 10,000 rows).
+constexpr double kRootIterationsPerRow = 4;
 // The simplex iterations of one window of window_microbatches microbatches (wider windows: in
 // proportion).
 constexpr int64_t kWindowIterations = 5000;
@@ -200,7 +204,6 @@ class OptimizerRun {
     const bool cbc_follows = whole || (cbc_fits && !moves);
     if (options_.local_search) {
       if (whole) {  // small problems: CBC proves them before the search could
-        stats_.cbc = CbcUse::kWholeOrder;
         solve_whole(static_cast<int64_t>(kProbeShare * budget_.cbc_iterations));
         if (done()) return;
       }
@@ -213,7 +216,6 @@ class OptimizerRun {
       if (done()) return;
     }
     if (whole) {
-      stats_.cbc = CbcUse::kWholeOrder;
       solve_whole(cbc_iterations_left());
     } else if (!cbc_fits) {
       stats_.cbc = CbcUse::kSkippedTimeSpan;
@@ -496,6 +498,12 @@ class OptimizerRun {
             iterations};
   }
 
+  // Whether CBC's root on `model` fits its budget of iterations (kRootIterationsPerRow).
+  bool root_fits(const LinearModel& model) const {
+    return static_cast<double>(model.rows.size()) * kRootIterationsPerRow <=
+           static_cast<double>(budget_.cbc_iterations);
+  }
+
   // Counts a solve against the iterations and notes whether the time limit stopped it.
   void count(const SolveResult& result) {
     stats_.nodes += result.nodes;
@@ -519,12 +527,23 @@ class OptimizerRun {
   // Whole orders also decide each activation's keep / offload / recompute. About `iterations`
   // simplex iterations at most (CBC checks between nodes).
   void solve_whole(int64_t iterations) {
-    if (iterations <= 0 || time_up()) return;
+    if (iterations <= 0 || time_up() || whole_too_large_) return;
     const ModelStart start = model_start();
     const Order compute = compute_order(start.order);
     const Segment everything = whole_order(compute);
     const OrderModel model(problem_, compute, start.current, everything,
                            SegmentObjective::kMakespan, ActivationChoice::kDecide);
+    if (!root_fits(model.model())) {
+      whole_too_large_ = true;
+      stats_.cbc = CbcUse::kSkippedModelSize;
+      stats_.note = fmt::format(
+          "the whole-order MILP has {} rows, more than --effort {:g} gives CBC's root ({:g} "
+          "rows), so only the list policies and the local search ran",
+          model.model().rows.size(), options_.effort,
+          budget_.cbc_iterations / kRootIterationsPerRow);
+      return;
+    }
+    stats_.cbc = CbcUse::kWholeOrder;
     const SolveResult result = solve_with_cbc(
         model.model(), model.start_solution(), cbc_options(iterations),
         [&](const std::vector<double>& x, double) { offer_solution(model, x); });
@@ -582,6 +601,7 @@ class OptimizerRun {
     const double started = elapsed();
     const OrderModel model(problem_, start.order, start.current, window,
                            SegmentObjective::kMakespanThenRanks);
+    if (!root_fits(model.model())) return false;
     const int64_t iterations =
         std::min(cbc_iterations_left(),
                  kWindowIterations * width / std::max(1, options_.window_microbatches));
@@ -630,9 +650,9 @@ class OptimizerRun {
     } else if (time_capped_) {
       stats_.stop_reason = StopReason::kTimeLimit;
       note_first(fmt::format(
-          "the time limit of {:g} s came before the work of --effort {:g} was done: another "
-          "machine may compile another schedule",
-          options_.time_limit_seconds, options_.effort));
+          "the time limit came before the work of --effort {:g} was done: another machine may "
+          "compile another schedule",
+          options_.effort));
     } else if (optimal) {
       stats_.stop_reason = StopReason::kProvenOptimal;
     } else if (within_target_gap()) {
@@ -658,6 +678,7 @@ class OptimizerRun {
   std::atomic<double> best_makespan_ = 0;
   bool improved_ = false;
   bool proven_by_cbc_ = false;
+  bool whole_too_large_ = false;  // the whole-order model's root does not fit the effort
   mutable std::atomic<bool> time_capped_ = false;
   Order order_;
   Schedule current_;

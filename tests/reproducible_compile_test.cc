@@ -76,6 +76,17 @@ TEST_F(ReproducibleCompile, TheSameCompileTwiceGivesTheSameBytes) {
   EXPECT_NE(first.second.find(R"("reproducible": true)"), std::string::npos) << first.second;
 }
 
+TEST_F(ReproducibleCompile, EveryExampleCompilesToTheSameBytesTwice) {
+  for (const char* name : {"gpt-4rank.json", "gpt-8rank.json", "gpt-8rank-vshape.json",
+                           "gpt-16rank.json", "mlp-1rank.json", "mlp-4rank.json"}) {
+    const auto first = compile(example(name), "--effort 0.05", "first");
+    const auto second = compile(example(name), "--effort 0.05 --threads 2", "second");
+    EXPECT_FALSE(first.first.empty()) << name;
+    EXPECT_EQ(first.first, second.first) << name;
+    EXPECT_EQ(first.second, second.second) << name;
+  }
+}
+
 TEST_F(ReproducibleCompile, ThreadsAndBusyCoresDoNotChangeTheBytes) {
   const std::string profile = example("gpt-8rank.json");
   const auto serial = compile(profile, "--memory-budget 55GiB --effort 0.1", "serial");
