@@ -258,8 +258,10 @@ void search_recomputing_lists(const Problem& problem, AdaOffloadSearch& search) 
   for (bool later_first : {false, true}) {
     if (later_first && problem.chunks_per_rank == 1) continue;
     // A starved rank in the view: the other candidates remain.
-    if (std::optional<OffloadedSchedule> candidate = try_time_with_simulator(
-            problem, recomputing_list_order(problem, later_first), kMethod)) {
+    std::optional<Order> order = recomputing_list_order(problem, later_first);
+    if (!order) continue;
+    if (std::optional<OffloadedSchedule> candidate =
+            try_time_with_simulator(problem, std::move(*order), kMethod)) {
       search.offer(std::move(*candidate));
     }
   }

@@ -29,15 +29,17 @@ Problem recomputing_view(const Problem& problem) {
   return view;
 }
 
-Order recomputing_list_order(const Problem& problem, bool later_chunk_first) {
+std::optional<Order> recomputing_list_order(const Problem& problem, bool later_chunk_first) {
   const Problem view = recomputing_view(problem);
-  const Order listed = list_schedule(view, memory_limited_policy(view, 1.0, later_chunk_first));
+  const ListOutcome listed =
+      list_schedule_with_outcome(view, memory_limited_policy(view, 1.0, later_chunk_first));
+  if (!listed.deadlock.empty()) return std::nullopt;
   OpTable<uint8_t> recomputed(problem, 0);
   for (int s = 0; s < problem.num_stages(); ++s) {
     if (!problem.recompute_frees_memory(s)) continue;
     for (int j = 0; j < problem.microbatches; ++j) recomputed[{Op::kForward, s, j}] = 1;
   }
-  return with_recompute(listed, recomputed);
+  return with_recompute(listed.order, recomputed);
 }
 
 }  // namespace optpipe

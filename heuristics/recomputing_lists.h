@@ -7,6 +7,8 @@
 // is dense to begin with, as without a link, only these find it.
 #pragma once
 
+#include <optional>
+
 #include "model/problem.h"
 #include "model/schedule.h"
 
@@ -20,7 +22,8 @@ namespace optpipe {
 Problem recomputing_view(const Problem& problem);
 
 // The memory-limited list scheduler's order on the view, with R(s, j) listed right before each
-// backward of a stage that can recompute. Throws as list_schedule does.
-Order recomputing_list_order(const Problem& problem, bool later_chunk_first);
+// backward of a stage that can recompute; nullopt where the view starves a rank (no rank can make
+// progress).
+std::optional<Order> recomputing_list_order(const Problem& problem, bool later_chunk_first);
 
 }  // namespace optpipe

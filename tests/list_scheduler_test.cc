@@ -40,8 +40,8 @@ TEST(ListScheduler, PredictsTheSimulatorAndKeepsItsLimit) {
     }
     SCOPED_TRACE(::testing::Message() << "trial " << trial << " R=" << p.ranks
                                       << " v=" << p.chunks_per_rank << " m=" << p.microbatches);
-    ListOutcome outcome;
-    ASSERT_NO_THROW(outcome = list_schedule_with_outcome(p, policy));
+    const ListOutcome outcome = list_schedule_with_outcome(p, policy);
+    ASSERT_TRUE(outcome.deadlock.empty()) << outcome.deadlock;
     const Schedule schedule = simulate(p, outcome.order, "list");
     const auto violation = validate(p, schedule);  // random problems have ample budgets
     ASSERT_FALSE(violation) << violation->message;
