@@ -22,23 +22,23 @@ constexpr const char* kMethod = "paced-offload";
 // not take memory early, early enough to be back when its B comes.
 constexpr int kLeads[] = {1, 2, 3, 4};
 
-// The orders the family offloads from: each already places W where the pattern wants it, and
-// 1F1B with W right after B frees the kept-for-W bytes at once.
-std::vector<Order> base_orders(const Problem& problem) {
-  std::vector<Order> bases;
+using OrderMaker = Order (*)(const Problem&);
+
+// What builds the orders the family offloads from (none: it does not apply), without building
+// them: each already places W where the pattern wants it, and 1F1B with W right after B frees the
+// kept-for-W bytes at once.
+std::vector<OrderMaker> base_orders(const Problem& problem) {
   if (problem.chunks_per_rank == 1) {
-    bases.push_back(split_backward(one_f_one_b_order(problem)));
-    bases.push_back(zb_h1_order(problem));
-    bases.push_back(zb_h2_order(problem));
-  } else if (problem.placement == PlacementKind::kVShape && problem.chunks_per_rank == 2) {
-    bases.push_back(zb_v_order(problem));
-    bases.push_back(v_half_order(problem));
-    bases.push_back(v_min_order(problem));
-  } else if (problem.placement == PlacementKind::kLoop &&
-             problem.microbatches % problem.ranks == 0) {
-    bases.push_back(split_backward(interleaved_1f1b_order(problem)));
+    return {[](const Problem& p) { return split_backward(one_f_one_b_order(p)); }, zb_h1_order,
+            zb_h2_order};
   }
-  return bases;
+  if (problem.placement == PlacementKind::kVShape && problem.chunks_per_rank == 2) {
+    return {zb_v_order, v_half_order, v_min_order};
+  }
+  if (problem.placement == PlacementKind::kLoop && problem.microbatches % problem.ranks == 0) {
+    return {[](const Problem& p) { return split_backward(interleaved_1f1b_order(p)); }};
+  }
+  return {};
 }
 
 // The ranks whose base order, timed without transfers, holds more than their activation budget.
@@ -77,7 +77,8 @@ std::string paced_offload_unsupported(const Problem& problem) {
 Order paced_offload_order(const Problem& problem) {
   const OpTable<int> no_delay(problem, 0);
   std::optional<OffloadedSchedule> best;
-  for (const Order& base : base_orders(problem)) {
+  for (const OrderMaker make : base_orders(problem)) {
+    const Order base = make(problem);
     const SimulationOutcome compute_only = try_simulate(problem, base, kMethod);
     if (!compute_only.schedule) continue;
     // The ranks over budget, then every rank (where that is another set).
