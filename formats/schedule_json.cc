@@ -52,15 +52,7 @@ nlohmann::json schedule_to_json(const Problem& problem, const Schedule& schedule
           {"time_unit", to_string(problem.time_unit)},
           {"pipeline", pipeline_json(problem)},
           {"method", schedule.method},
-          {"metrics",
-           {{"makespan", metrics.makespan},
-            {"span", metrics.span},
-            {"idle_fraction", metrics.idle_fraction},
-            {"bubble_rate", metrics.bubble_rate},
-            {"lower_bound", metrics.lower_bound},
-            {"lower_bound_source", to_string(metrics.lower_bound_source)},
-            {"gap", metrics.gap},
-            {"feasible", metrics.within_budget}}},
+          {"metrics", to_json(metrics)},
           {"solver", solver ? to_json(*solver) : json()},
           {"ranks", std::move(ranks)}};
 }

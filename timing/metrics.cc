@@ -58,6 +58,17 @@ Metrics compute_metrics(const Problem& problem, const Schedule& schedule,
   return m;
 }
 
+nlohmann::json to_json(const Metrics& metrics) {
+  return {{"makespan", metrics.makespan},
+          {"span", metrics.span},
+          {"idle_fraction", metrics.idle_fraction},
+          {"bubble_rate", metrics.bubble_rate},
+          {"lower_bound", metrics.lower_bound},
+          {"lower_bound_source", to_string(metrics.lower_bound_source)},
+          {"gap", metrics.gap},
+          {"feasible", metrics.within_budget}};
+}
+
 void raise_lower_bound(Metrics& metrics, const LowerBound& bound) {
   if (bound.value > metrics.lower_bound) {
     metrics.lower_bound = bound.value;

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <vector>
 
 #include "bounds/lower_bound.h"
@@ -36,6 +37,10 @@ Metrics compute_metrics(const Problem& problem, const Schedule& schedule);
 // caller that measures many schedules of one problem computes it once.
 Metrics compute_metrics(const Problem& problem, const Schedule& schedule,
                         const LowerBound& lower_bound);
+
+// The schedule-wide metrics (not the ranks'), as the schedule file's `metrics` and the summary
+// write them (docs/schedule.md, docs/cli.md).
+nlohmann::json to_json(const Metrics& metrics);
 
 // Raises the metrics' lower bound to a proven `bound` (e.g. the solver's) where it is higher, and
 // updates the gap.

@@ -51,18 +51,13 @@ nlohmann::json summary_json(const Problem& problem, const std::string& method,
                      {"peak_bytes", rm.peak_bytes},
                      {"budget_bytes", rm.budget_bytes}});
   }
-  return {{"method", method},
-          {"feasible", metrics.within_budget},
-          {"time_unit", to_string(problem.time_unit)},
-          {"makespan", metrics.makespan},
-          {"span", metrics.span},
-          {"idle_fraction", metrics.idle_fraction},
-          {"bubble_rate", metrics.bubble_rate},
-          {"lower_bound", metrics.lower_bound},
-          {"lower_bound_source", to_string(metrics.lower_bound_source)},
-          {"gap", metrics.gap},
-          {"ranks", std::move(ranks)},
-          {"solver", solver ? to_json(*solver) : nlohmann::json()}};
+  // The schedule file's metrics, with what the summary adds (JSON objects keep their keys sorted).
+  nlohmann::json summary = to_json(metrics);
+  summary["method"] = method;
+  summary["time_unit"] = to_string(problem.time_unit);
+  summary["ranks"] = std::move(ranks);
+  summary["solver"] = solver ? to_json(*solver) : nlohmann::json();
+  return summary;
 }
 
 }  // namespace optpipe
