@@ -6,6 +6,8 @@
 #include "heuristics/list_scheduler.h"
 #include "heuristics/offload_placement.h"
 #include "heuristics/vshape_patterns.h"
+#include "heuristics/zero_bubble_greedy.h"
+#include "heuristics/zero_bubble_v_greedy.h"
 #include "model/errors.h"
 #include "timing/metrics.h"
 #include "timing/simulator.h"
@@ -126,6 +128,13 @@ std::vector<int64_t> order_peak_live_bytes(const Problem& problem, const Order& 
   return peaks;
 }
 
+bool fits(const std::vector<int64_t>& peaks, const std::vector<int64_t>& limits) {
+  for (size_t r = 0; r < peaks.size(); ++r) {
+    if (peaks[r] > limits[r]) return false;
+  }
+  return true;
+}
+
 bool fits_budget(const Problem& problem, const std::vector<int64_t>& peaks) {
   for (int r = 0; r < problem.ranks; ++r) {
     if (peaks[r] > problem.activation_budget(r)) return false;
@@ -144,7 +153,12 @@ Order vshape_order(const Problem& problem, VShapeVariant variant) {
       limits[r] =
           std::min(problem.activation_budget(r), problem.ranks * one_microbatch_bytes(problem, r));
     }
-    return best_memory_limited_order(problem, limits);
+    std::vector<Order> candidates;
+    if (std::optional<Order> greedy = best_zero_bubble_v_greedy_order(problem, limits)) {
+      candidates.push_back(std::move(*greedy));
+    }
+    candidates.push_back(best_memory_limited_order(problem, limits));
+    return fastest_within(problem, std::move(candidates), limits);
   }
   const VShapePattern kind =
       variant == VShapeVariant::kHalf ? VShapePattern::kHalf : VShapePattern::kMin;
@@ -219,10 +233,40 @@ Order best_memory_limited_order(const Problem& problem,
   return std::move(leanest != tried.end() ? leanest->order : tried.front().order);
 }
 
+Order fastest_within(const Problem& problem, std::vector<Order> candidates,
+                     const std::vector<int64_t>& limits) {
+  size_t best = 0;
+  double best_makespan = std::numeric_limits<double>::infinity();
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    if (!fits(order_peak_live_bytes(problem, candidates[i]), limits)) continue;
+    SimulationOutcome timed = try_simulate(problem, candidates[i], "zero-bubble candidate");
+    if (!timed.schedule || validate(problem, *timed.schedule)) continue;
+    if (const double makespan = makespan_of(*timed.schedule); makespan < best_makespan) {
+      best = i;
+      best_makespan = makespan;
+    }
+  }
+  return std::move(candidates[best]);
+}
+
 Order zb_auto_order(const Problem& problem) {
   std::vector<int64_t> limits(problem.ranks);
   for (int r = 0; r < problem.ranks; ++r) limits[r] = problem.activation_budget(r);
-  return best_memory_limited_order(problem, limits);
+  // The authors' greedies first: on ties theirs is the schedule users compare against.
+  std::vector<Order> candidates;
+  std::optional<Order> greedy;
+  if (problem.chunks_per_rank == 1) {
+    std::vector<int64_t> stage_limits(problem.num_stages());
+    for (int s = 0; s < problem.num_stages(); ++s) {
+      stage_limits[s] = limits[problem.rank_of_stage[s]];
+    }
+    greedy = best_zero_bubble_greedy_order(problem, stage_limits);
+  } else if (needs_vshape(problem).empty()) {
+    greedy = best_zero_bubble_v_greedy_order(problem, limits);
+  }
+  if (greedy) candidates.push_back(std::move(*greedy));
+  candidates.push_back(best_memory_limited_order(problem, limits));
+  return fastest_within(problem, std::move(candidates), limits);
 }
 
 Order zb_v_order(const Problem& problem) {

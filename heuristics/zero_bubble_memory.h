@@ -32,6 +32,12 @@ Order v_min_order(const Problem& problem);
 Order best_memory_limited_order(const Problem& problem,
                                 const std::vector<int64_t>& activation_limit_bytes);
 
+// The fastest candidate (the first on ties) whose live activation bytes stay within `limits` per
+// rank and whose simulated schedule validates; the first candidate when none does. Candidates is
+// not empty.
+Order fastest_within(const Problem& problem, std::vector<Order> candidates,
+                     const std::vector<int64_t>& limits);
+
 std::string needs_vshape(const Problem& problem);
 
 }  // namespace optpipe
