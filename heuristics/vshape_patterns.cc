@@ -7,6 +7,15 @@
 
 namespace optpipe {
 
+std::array<int, 4> vshape_pattern_first_slots(VShapePattern pattern, int ranks, int r) {
+  if (pattern == VShapePattern::kMin) {
+    const int interval = ranks % 3 == 0 ? 2 : 0;
+    return {r, 2 * ranks - r - 1, 2 * ranks + interval + r, 4 * ranks + interval - r - 1};
+  }
+  const int interval = ranks % 2 == 0 ? 3 : 0;
+  return {2 * r, 3 * ranks - r - 2, 3 * ranks + interval + 2 * r - 1, 6 * ranks + interval - r - 2};
+}
+
 namespace {
 
 // Op kinds of one rank: F of the down chunk (stage r), F of the up chunk (stage 2R-1-r), B of the
@@ -16,17 +25,6 @@ constexpr int kSlotsPerMicrobatch = 6;  // F, F, B, B, W, W: one unit slot each
 
 // slots[kind][i]: unit slot of the i-th op of that kind on one rank.
 using RankSlots = std::array<std::vector<int>, kNumKinds>;
-
-// Slot of microbatch 0 for each kind on rank r (the paper's stable patterns; the offsets keep
-// the four kinds in distinct slots modulo 6).
-std::array<int, 4> first_slots(VShapePattern pattern, int ranks, int r) {
-  if (pattern == VShapePattern::kMin) {
-    const int interval = ranks % 3 == 0 ? 2 : 0;
-    return {r, 2 * ranks - r - 1, 2 * ranks + interval + r, 4 * ranks + interval - r - 1};
-  }
-  const int interval = ranks % 2 == 0 ? 3 : 0;
-  return {2 * r, 3 * ranks - r - 2, 3 * ranks + interval + 2 * r - 1, 6 * ranks + interval - r - 2};
-}
 
 struct Slotted {
   int slot;
@@ -76,7 +74,7 @@ class Pattern {
   Pattern(const Problem& problem, VShapePattern pattern)
       : problem_(problem), ranks_(problem.ranks), slots_(problem.ranks) {
     for (int r = 0; r < ranks_; ++r) {
-      const std::array<int, 4> first = first_slots(pattern, ranks_, r);
+      const std::array<int, 4> first = vshape_pattern_first_slots(pattern, ranks_, r);
       for (int kind = 0; kind < 4; ++kind) {
         for (int j = 0; j < problem.microbatches; ++j) {
           slots_[r][kind].push_back(first[kind] + kSlotsPerMicrobatch * j);

@@ -6,6 +6,7 @@
 #include "heuristics/list_scheduler.h"
 #include "heuristics/offload_placement.h"
 #include "heuristics/vshape_patterns.h"
+#include "heuristics/vshape_reorder.h"
 #include "heuristics/zero_bubble_greedy.h"
 #include "heuristics/zero_bubble_v_greedy.h"
 #include "model/errors.h"
@@ -167,6 +168,16 @@ Order vshape_order(const Problem& problem, VShapeVariant variant) {
   // The unsqueezed block's peak is the block's: the squeeze never raises it.
   const std::vector<int64_t> block_peaks = order_peak_live_bytes(problem, block);
   std::vector<Order> candidates;
+  // The authors' order first (on ties it is the schedule users compare against), held to the
+  // block's peak on its worst rank, as their reordering is.
+  const int64_t block_peak = *std::max_element(block_peaks.begin(), block_peaks.end());
+  if (std::optional<Order> authors = vshape_reordered_pattern_order(problem, kind)) {
+    const std::vector<int64_t> peaks = order_peak_live_bytes(problem, *authors);
+    if (fits_budget(problem, peaks) &&
+        *std::max_element(peaks.begin(), peaks.end()) <= block_peak) {
+      candidates.push_back(std::move(*authors));
+    }
+  }
   if (fits_budget(problem, order_peak_live_bytes(problem, squeezed))) {
     candidates.push_back(std::move(squeezed));
   }

@@ -172,8 +172,8 @@ TEST(VShapeFamily, MeasuredTableOfDocsMethods) {
     double min_bubble;
     int min_peak;
   };
-  for (const Row& row : {Row{2, 0, 4, 3, 2}, Row{3, 6, 4, 7, 4}, Row{4, 4, 6, 11, 4},
-                         Row{5, 14, 6, 15, 4}, Row{6, 15, 8, 20, 6}, Row{8, 23, 10, 27, 6}}) {
+  for (const Row& row : {Row{2, 1, 4, 3, 2}, Row{3, 5, 4, 5, 4}, Row{4, 5, 6, 11, 4},
+                         Row{5, 11, 6, 15, 4}, Row{6, 11, 8, 17, 6}, Row{8, 17, 10, 27, 6}}) {
     const Problem p =
         uniform_problem(row.ranks, 2, 3 * row.ranks, {1, 1, 1, 1000}, PlacementKind::kVShape);
     const Timed zb_v = testing::run_generator("zb-v", p);
