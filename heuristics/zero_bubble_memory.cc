@@ -5,6 +5,7 @@
 
 #include "heuristics/list_scheduler.h"
 #include "heuristics/offload_placement.h"
+#include "heuristics/vshape_auto.h"
 #include "heuristics/vshape_patterns.h"
 #include "heuristics/vshape_reorder.h"
 #include "heuristics/zero_bubble_greedy.h"
@@ -274,6 +275,14 @@ Order zb_auto_order(const Problem& problem) {
     greedy = best_zero_bubble_greedy_order(problem, stage_limits);
   } else if (needs_vshape(problem).empty()) {
     greedy = best_zero_bubble_v_greedy_order(problem, limits);
+    // Below 1F1B's peak the ZB-V greedy cannot start; the authors' memory-controlled search
+    // over building blocks can.
+    const int units = chunk_activations_within_budget(problem);
+    if (units < 2 * problem.ranks) {
+      if (std::optional<Order> blocks = vshape_auto_order(problem, units)) {
+        candidates.push_back(std::move(*blocks));
+      }
+    }
   }
   if (greedy) candidates.push_back(std::move(*greedy));
   candidates.push_back(best_memory_limited_order(problem, limits));

@@ -2,11 +2,13 @@
 // zero_bubble_v_greedy.h): the structure that makes ZB-H1 and ZB-V good, pinned as behaviour.
 // ZB-H1 keeps 1F1B's peak (R activations on every rank, the Gs of waiting Ws counted) and its Ws
 // fill the bubble down to (R - 1)(F + B - W); ZB-V's warm-up runs 2(R - r) - 1 first-chunk Fs on
-// rank r and keeps 2R chunk activations; the V-Half and V-Min second pass keeps the block's peak.
+// rank r and keeps 2R chunk activations; the V-Half and V-Min second pass keeps the block's peak;
+// below 1F1B's memory the authors' search over building blocks beats V-Min.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 
+#include "heuristics/vshape_auto.h"
 #include "heuristics/vshape_patterns.h"
 #include "heuristics/vshape_reorder.h"
 #include "heuristics/zero_bubble_greedy.h"
@@ -157,6 +159,35 @@ TEST(VShapeReorder, SecondPassKeepsThePeakAndRemovesIdleTime) {
           << "R=" << ranks << (pattern == VShapePattern::kHalf ? " half" : " min");
     }
   }
+}
+
+// Below 1F1B's memory the ZB-V greedy cannot start; the authors' search over building blocks
+// finds a schedule within the limit (chunk activations held until their W, G = A here), no slower
+// than V-Min's fixed block (faster at R = 8), and zb-auto keeps it.
+TEST(VShapeAuto, HalfOfOneFOneBMemoryBeatsVMin) {
+  for (int ranks : {4, 8}) {
+    Problem p = uniform_problem(ranks, 2, 4 * ranks, costs(1, 1, 1, 1000), PlacementKind::kVShape);
+    set_activation_budget(p, ranks * 1000);  // R chunk activations: half of 1F1B's 2R
+    EXPECT_EQ(chunk_activations_within_budget(p), ranks);
+    EXPECT_FALSE(best_zero_bubble_v_greedy_order(p, std::vector<int64_t>(ranks, ranks * 1000)));
+    const std::optional<Order> blocks = vshape_auto_order(p, ranks);
+    ASSERT_TRUE(blocks);
+    for (int r = 0; r < ranks; ++r) EXPECT_LE(peak_live(p, blocks->ranks[r]), ranks * 1000);
+    const Schedule timed = simulate(p, *blocks, "v-auto");
+    const auto violation = validate(p, timed);
+    ASSERT_FALSE(violation) << violation->message;
+    const testing::TimedSchedule v_min = testing::run_generator("v-min", p);
+    EXPECT_LE(makespan_of(timed), v_min.metrics.makespan) << "R=" << ranks;
+    if (ranks == 8) EXPECT_LT(makespan_of(timed), v_min.metrics.makespan);
+    const testing::TimedSchedule zb_auto = testing::run_generator("zb-auto", p);
+    EXPECT_LE(zb_auto.metrics.makespan, makespan_of(timed) + 1e-9) << "R=" << ranks;
+  }
+}
+
+// A limit under the smallest block's peak leaves no candidate: no order rather than one over it.
+TEST(VShapeAuto, NoBlockUnderTheSmallestPeak) {
+  const Problem p = uniform_problem(4, 2, 16, costs(1, 1, 1, 1000), PlacementKind::kVShape);
+  EXPECT_FALSE(vshape_auto_order(p, 1));
 }
 
 }  // namespace
