@@ -20,8 +20,8 @@ namespace {
 // chunk (it flows down the ranks like 'F'), 'b' B of the down chunk, 'W' and 'w' their Ws, ' ' idle.
 using Grid = std::vector<std::string>;
 constexpr int kPattern = 6;
-// R(4R + m) at R = 32, m = 256: about 3 s of search on one core.
-constexpr int64_t kMaxRowSlots = 32 * (4 * 32 + 256);
+// Slot visits the search may spend: about a second on one core (all of it up to R = 16, m = 64).
+constexpr int64_t kMaxSlotVisits = 150'000'000;
 constexpr char kKinds[] = "FfBbWw";
 
 int kind_index(char c) {
@@ -625,8 +625,11 @@ std::optional<Order> vshape_auto_order(const Problem& problem, int max_chunk_act
     return std::nullopt;
   }
   const int p = problem.ranks;
-  // Each of the up to a few thousand blocks costs a few passes over R rows of 6(4R + m) slots.
-  if (static_cast<int64_t>(p) * (4 * p + problem.microbatches) > kMaxRowSlots) return std::nullopt;
+  // Each block costs about a dozen passes over R rows of 6(4R + max(m, 2R) + 1) slots; the
+  // search stops, the same way on every machine, once it has spent kMaxSlotVisits.
+  const int64_t visits_per_block =
+      12LL * p * kPattern * (4 * p + std::max(problem.microbatches, 2 * p) + 1);
+  int64_t visits = 0;
   const int max_mem = std::min(2 * p, max_chunk_activations);
   static constexpr std::array<std::array<int, 4>, 5> kOffsets = {
       {{1, -1, 1, -1}, {2, -1, 2, -1}, {3, -1, 3, -1}, {4, -1, 4, -1}, {5, -1, 5, -1}}};
@@ -645,6 +648,7 @@ std::optional<Order> vshape_auto_order(const Problem& problem, int max_chunk_act
               const std::optional<std::vector<Block>> block =
                   building_block(first, kOffsets[i0], kOffsets[i1], len_0, p);
               if (!block) continue;
+              if ((visits += visits_per_block) > kMaxSlotVisits) return best;
               int peak = 0;
               const std::optional<Grid> grid = builder.build(*block, max_mem, &peak);
               // Longer first offsets only raise the peak (the authors stop there too).

@@ -15,8 +15,9 @@
 namespace optpipe {
 
 // Needs the V-shape placement with two chunks per rank; `max_chunk_activations` is the limit per
-// rank (at most 2R, 1F1B's). nullopt where no building block fits the limit, and where R(4R + m)
-// exceeds R = 32, m = 256's (the search grows with R²(4R + m)).
+// rank (at most 2R, 1F1B's). nullopt where no building block fits the limit. The search grows
+// with R²(4R + m) and the limit; past a fixed amount of work (about a second) it keeps the best
+// block so far, so large pipelines get a partial search, the same on every machine.
 std::optional<Order> vshape_auto_order(const Problem& problem, int max_chunk_activations);
 
 // How many chunk activations every rank's budget holds (its largest chunk's bytes each).

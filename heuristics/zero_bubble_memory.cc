@@ -275,11 +275,11 @@ Order zb_auto_order(const Problem& problem) {
     greedy = best_zero_bubble_greedy_order(problem, stage_limits);
   } else if (needs_vshape(problem).empty()) {
     greedy = best_zero_bubble_v_greedy_order(problem, limits);
-    // Below 1F1B's peak the ZB-V greedy cannot start; the authors' memory-controlled search
-    // over building blocks can.
-    const int units = chunk_activations_within_budget(problem);
-    if (units < 2 * problem.ranks) {
-      if (std::optional<Order> blocks = vshape_auto_order(problem, units)) {
+    // Below about 1F1B's peak the ZB-V greedy cannot start; there the authors search over
+    // building blocks instead (as they do: ZB-V at 1F1B's memory, the blocks below it).
+    if (!greedy) {
+      if (std::optional<Order> blocks =
+              vshape_auto_order(problem, chunk_activations_within_budget(problem))) {
         candidates.push_back(std::move(*blocks));
       }
     }
