@@ -450,18 +450,44 @@ CommandRunner add_frontier_command(CLI::App& app) {
 struct EstimateArgs {
   std::string model;
   std::string output;
+  std::string setup;
+  EstimateOverrides overrides;
 };
 
 CommandRunner add_estimate_command(CLI::App& app) {
   auto args = std::make_shared<EstimateArgs>();
-  app.add_option("model", args->model, "Model description (optpipe.model/v1, docs/estimate.md)")
+  EstimateOverrides& flags = args->overrides;
+  app.add_option("model", args->model,
+                 "Model description (optpipe.model/v1) or a Hugging Face config.json "
+                 "(llama, mistral, qwen2, gpt2); docs/estimate.md")
       ->required();
   app.add_option("-o,--output", args->output,
                  "Profile to write (default: <model file name>.profile.json; '-': stdout)")
       ->check(kNonEmpty);
+  app.add_option("--setup", args->setup,
+                 "optpipe.model/v1 file without its model section (name, training, pipeline, "
+                 "hardware), laid over the model's fields; what a config.json does not give")
+      ->check(kNonEmpty);
+  app.add_option("--ranks", flags.ranks, "pipeline.ranks: pipeline ranks (GPUs)")
+      ->check(CLI::Range(int64_t{1}, int64_t{4096}));
+  app.add_option("--microbatches", flags.microbatches,
+                 "pipeline.microbatches: microbatches per iteration")
+      ->check(CLI::Range(int64_t{1}, int64_t{65536}));
+  app.add_option("--seq-length", flags.seq_length, "training.seq_length: tokens per sequence")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 24));
+  app.add_option("--chunks-per-rank", flags.chunks_per_rank,
+                 "pipeline.chunks_per_rank: stages per rank")
+      ->check(CLI::Range(int64_t{1}, int64_t{64}));
+  app.add_option("--placement", flags.placement, "pipeline.placement: loop or vshape")
+      ->check(CLI::IsMember({"loop", "vshape"}));
+  app.add_option("--gpu-peak-tflops", flags.gpu_peak_tflops,
+                 "hardware.gpu_peak_tflops: dense peak TFLOP/s in the training dtype")
+      ->check(kPositive);
+  app.add_option("--gpu-memory", flags.gpu_memory, "hardware.gpu_memory: e.g. 80GiB")
+      ->check(kNonEmpty);
   return [args] {
-    check_outputs({{"model", args->model}}, {{"-o", args->output}});
-    const ModelDescription model = load_model_description(args->model);
+    check_outputs({{"model", args->model}, {"--setup", args->setup}}, {{"-o", args->output}});
+    const ModelDescription model = load_model_inputs(args->model, args->setup, args->overrides);
     const nlohmann::ordered_json profile = estimate_profile(model);
     if (args->output == "-") {
       std::cout << profile.dump(2) << "\n";

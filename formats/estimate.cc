@@ -5,10 +5,13 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <map>
 #include <numeric>
 #include <optional>
+#include <tuple>
 
 #include "formats/file_io.h"
+#include "formats/hf_config.h"
 #include "formats/json_fields.h"
 #include "formats/profile.h"
 #include "formats/units.h"
@@ -208,6 +211,142 @@ ModelDescription read_model_description(const JsonField& root, const std::string
   return out;
 }
 
+// Reads the document, turning nlohmann's errors (which a checked reader should not let through)
+// into one line about the input.
+ModelDescription read_document(const json& document, const std::string& source) {
+  try {
+    return read_model_description(JsonField(document, source), source);
+  } catch (const json::exception& e) {
+    std::string message = fmt::format("{}: invalid model description: {}", source, e.what());
+    std::replace(message.begin(), message.end(), '\n', ' ');
+    throw InputError(message);
+  }
+}
+
+// ---- laying a setup file and flags over the input ----
+
+// Where the fields of a combined document came from, by path ("pipeline.ranks"): a file's name
+// or a flag ("--ranks"). Fields that are not listed came from the input.
+using Origins = std::map<std::string, std::string>;
+
+constexpr std::string_view kSetupSections[] = {"training", "pipeline", "hardware"};
+
+// The object `section` of the combined document, created when absent.
+json& section_of(json& document, std::string_view section, const ModelInput& input) {
+  const std::string key(section);
+  if (document.contains(key) && !document[key].is_object()) {
+    JsonField(input.document, input.source).get(section).fail("must be an object");
+  }
+  if (!document.contains(key)) document[key] = json::object();
+  return document[key];
+}
+
+void lay_setup_over(json& document, Origins& origins, const ModelInput& input,
+                    const ModelInput& setup) {
+  const JsonField root(setup.document, setup.source);
+  if (!setup.document.is_object()) root.fail("must be an object");
+  if (auto model = root.find("model")) {
+    model->fail_plain(fmt::format(
+        "a --setup file has no model section: the model comes from {}; remove it", input.source));
+  }
+  root.expect_object({"format", "name", "training", "pipeline", "hardware"});
+  if (auto format = root.find("format")) {
+    if (!format->value().is_string() || format->value().get<std::string>() != kModelFormat) {
+      format->fail(fmt::format("must be \"{}\" (or left out)", kModelFormat));
+    }
+  }
+  if (auto name = root.find("name")) {
+    document["name"] = name->value();
+    origins["name"] = setup.source;
+  }
+  for (std::string_view section : kSetupSections) {
+    const auto fields = root.find(section);
+    if (!fields) continue;
+    if (!fields->value().is_object()) fields->fail("must be an object");
+    json& target = section_of(document, section, input);
+    for (const auto& item : fields->value().items()) {
+      target[item.key()] = item.value();
+      origins[fields->child_path(item.key())] = setup.source;
+    }
+  }
+}
+
+void lay_flags_over(json& document, Origins& origins, const ModelInput& input,
+                    const EstimateOverrides& flags) {
+  auto set = [&](std::string_view section, const char* key, const json& value, const char* flag) {
+    section_of(document, section, input)[key] = value;
+    origins[fmt::format("{}.{}", section, key)] = flag;
+  };
+  if (flags.ranks) set("pipeline", "ranks", *flags.ranks, "--ranks");
+  if (flags.microbatches) set("pipeline", "microbatches", *flags.microbatches, "--microbatches");
+  if (flags.chunks_per_rank) {
+    set("pipeline", "chunks_per_rank", *flags.chunks_per_rank, "--chunks-per-rank");
+  }
+  if (flags.placement) set("pipeline", "placement", *flags.placement, "--placement");
+  if (flags.seq_length) set("training", "seq_length", *flags.seq_length, "--seq-length");
+  if (flags.gpu_peak_tflops) {
+    set("hardware", "gpu_peak_tflops", *flags.gpu_peak_tflops, "--gpu-peak-tflops");
+  }
+  if (flags.gpu_memory) {
+    set("hardware", "gpu_memory", parse_size(*flags.gpu_memory, "--gpu-memory"), "--gpu-memory");
+  }
+}
+
+// A config.json gives none of the setup: each required field must come from a flag or the file.
+void check_setup_given(const json& document, const std::string& source) {
+  static const std::tuple<const char*, const char*, const char*> kRequired[] = {
+      {"pipeline", "ranks", "--ranks N"},
+      {"pipeline", "microbatches", "--microbatches M"},
+      {"training", "seq_length", "--seq-length S"},
+      {"hardware", "gpu_peak_tflops", "--gpu-peak-tflops T"},
+      {"hardware", "gpu_memory", "--gpu-memory SIZE"}};
+  std::vector<std::string> fields;
+  std::vector<std::string> flags;
+  for (const auto& [section, key, flag] : kRequired) {
+    const auto it = document.find(section);
+    if (it != document.end() && it->is_object() && it->contains(key)) continue;
+    fields.push_back(fmt::format("{}.{}", section, key));
+    flags.push_back(flag);
+  }
+  if (fields.empty()) return;
+  std::string names;
+  std::string options;
+  for (size_t i = 0; i < fields.size(); ++i) {
+    names += (i == 0 ? "" : i + 1 == fields.size() ? " and " : ", ") + fields[i];
+    options += (i == 0 ? "" : " ") + flags[i];
+  }
+  const char* them = fields.size() == 1 ? "it" : "them";
+  throw InputError(fmt::format(
+      "{}: {}: missing; a Hugging Face config.json does not give {}: pass {} or set {} in a "
+      "--setup file",
+      source, names, them, options, them));
+}
+
+// The error `e` about the combined document, said of the file or flag that gave the field.
+[[noreturn]] void throw_from_origin(const InputError& e, const std::string& source,
+                                    const Origins& origins) {
+  const std::string_view message = e.what();
+  const std::string prefix = source + ": ";
+  if (message.substr(0, prefix.size()) == prefix) {
+    const std::string_view rest = message.substr(prefix.size());
+    const Origins::value_type* origin = nullptr;
+    for (const auto& entry : origins) {
+      const std::string& path = entry.first;
+      const bool names_it = rest.size() > path.size() && rest.substr(0, path.size()) == path &&
+                            std::string_view(":.[").find(rest[path.size()]) != std::string::npos;
+      if (names_it && (!origin || path.size() > origin->first.size())) origin = &entry;
+    }
+    if (origin && origin->second != source) {
+      // A flag stands for its field: "--placement: ..."; a file keeps the path.
+      if (origin->second.rfind("--", 0) == 0) {
+        throw InputError(origin->second + std::string(rest.substr(origin->first.size())));
+      }
+      throw InputError(origin->second + ": " + std::string(rest));
+    }
+  }
+  throw e;
+}
+
 // ---- the profile ----
 
 // A byte count for the profile; InputError when it is beyond the profile's 2^50.
@@ -355,18 +494,46 @@ std::vector<int64_t> split_layers(const ModelDescription& m) {
 }
 
 ModelDescription parse_model_description(std::string_view json_text, const std::string& source) {
-  const ordered_json document = parse_json_document(json_text, source);
-  try {
-    return read_model_description(JsonField(document, source), source);
-  } catch (const json::exception& e) {
-    std::string message = fmt::format("{}: invalid model description: {}", source, e.what());
-    std::replace(message.begin(), message.end(), '\n', ' ');
-    throw InputError(message);
-  }
+  return read_document(parse_json_document(json_text, source), source);
 }
 
 ModelDescription load_model_description(const std::string& path) {
   return parse_model_description(read_text_file(path), path);
+}
+
+ModelDescription combine_model_inputs(const ModelInput& input,
+                                      const std::optional<ModelInput>& setup,
+                                      const EstimateOverrides& overrides) {
+  const bool hf = is_hf_config(input.document);
+  json document = input.document;
+  Origins origins;
+  if (hf) {
+    // The shape, and the dtype it was saved in as the training dtype unless the setup gives one.
+    document = {{"format", kModelFormat},
+                {"model", model_from_hf_config(input.document, input.source)}};
+    if (const auto dtype = hf_config_dtype(input.document)) {
+      document["training"]["dtype"] = *dtype;
+    }
+  }
+  if (!document.is_object()) return read_document(document, input.source);  // says so
+  if (setup) lay_setup_over(document, origins, input, *setup);
+  lay_flags_over(document, origins, input, overrides);
+  if (hf) check_setup_given(document, input.source);
+  try {
+    return read_document(document, input.source);
+  } catch (const InputError& e) {
+    throw_from_origin(e, input.source, origins);
+  }
+}
+
+ModelDescription load_model_inputs(const std::string& path, const std::string& setup_path,
+                                   const EstimateOverrides& overrides) {
+  const ModelInput input{parse_json_document(read_text_file(path), path), path};
+  std::optional<ModelInput> setup;
+  if (!setup_path.empty()) {
+    setup = ModelInput{parse_json_document(read_text_file(setup_path), setup_path), setup_path};
+  }
+  return combine_model_inputs(input, setup, overrides);
 }
 
 ordered_json estimate_profile(const ModelDescription& model) {

@@ -1,12 +1,14 @@
 // Estimating a profile from a model description (`optpipe estimate`, docs/estimate.md).
 // A model description (`optpipe.model/v1` JSON: transformer shape, training setup, pipeline,
-// hardware) becomes a complete `optpipe.profile/v1` by closed-form FLOP and memory counts
+// hardware; or a Hugging Face config.json for the shape plus a setup file and flags for the rest)
+// becomes a complete `optpipe.profile/v1` by closed-form FLOP and memory counts
 // (Narayanan et al. 2021, Korthikanti et al. 2022, Qi et al. 2023). Every input field is checked;
 // a bad one throws InputError with one line naming it, like the profile reader.
 #pragma once
 
 #include <cstdint>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -76,6 +78,38 @@ std::vector<int64_t> split_layers(const ModelDescription& model);
 // Reading `optpipe.model/v1`; `source` names the input in messages.
 ModelDescription parse_model_description(std::string_view json_text, const std::string& source);
 ModelDescription load_model_description(const std::string& path);
+
+// What `optpipe estimate` lays over its input, last wins: the fields of a --setup file (an
+// optpipe.model/v1 without its model section: name, training, pipeline, hardware), then one flag
+// per common field. The input is an optpipe.model/v1 or a Hugging Face config.json (hf_config.h),
+// whose model section comes from its shape and whose training.dtype defaults to its torch_dtype.
+struct EstimateOverrides {
+  std::optional<int64_t> ranks;            // --ranks: pipeline.ranks
+  std::optional<int64_t> microbatches;     // --microbatches: pipeline.microbatches
+  std::optional<int64_t> chunks_per_rank;  // --chunks-per-rank: pipeline.chunks_per_rank
+  std::optional<std::string> placement;    // --placement: pipeline.placement ("loop", "vshape")
+  std::optional<int64_t> seq_length;       // --seq-length: training.seq_length
+  std::optional<double> gpu_peak_tflops;   // --gpu-peak-tflops: hardware.gpu_peak_tflops
+  std::optional<std::string> gpu_memory;   // --gpu-memory: hardware.gpu_memory (a size)
+};
+
+// A JSON document already read, and its name for messages (usually its path).
+struct ModelInput {
+  nlohmann::json document;
+  std::string source;
+};
+
+// The optpipe.model/v1 document of `input` with `setup` and `overrides` laid over it, field by
+// field. An error names the field and the file or flag that gave it; a required field that a
+// config.json input leaves unset names the flag that gives it, e.g.
+//   "config.json: pipeline.ranks: missing; a Hugging Face config.json has no pipeline: pass
+//    --ranks N or give it in a --setup file".
+ModelDescription combine_model_inputs(const ModelInput& input,
+                                      const std::optional<ModelInput>& setup,
+                                      const EstimateOverrides& overrides);
+// The same, reading the input (and the setup file unless `setup_path` is empty).
+ModelDescription load_model_inputs(const std::string& path, const std::string& setup_path,
+                                   const EstimateOverrides& overrides);
 
 // The complete optpipe.profile/v1 document, keys in the order docs/profile.md lists them. Throws
 // InputError (naming the model field) when the result cannot be a valid profile, e.g. a rank's
