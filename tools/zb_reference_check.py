@@ -49,7 +49,8 @@ PACKAGES = ["megatron", "megatron.core", "megatron.core.pipeline_parallel",
 
 # The pipelines (files in PROFILE_DIR): each model has a loop profile (one chunk per rank) and a
 # V-shape profile (two chunks per rank, each with half the times and bytes of a loop stage).
-PROFILES = ["zb-1.5b-loop", "zb-1.5b-vshape", "zb-14.6b-loop", "zb-14.6b-vshape",
+PROFILES = ["zb-1.5b-loop", "zb-1.5b-vshape", "zb-6.2b-loop", "zb-6.2b-vshape",
+            "zb-14.6b-loop", "zb-14.6b-vshape", "zb-28.3b-loop", "zb-28.3b-vshape",
             "uniform-r8-m32-loop", "uniform-r8-m32-vshape"]
 
 # The comparisons: (placement, budget, label, short name, public scheduler, optpipe counterpart).
