@@ -36,6 +36,7 @@ from torch.distributed.pipelining import schedules as _schedules
 from . import Rank, Schedule
 from .saved_activations import SavedActivations
 from .torch_pipelining import OffloadDriver, offload_plan
+from .torch_profile import profile_stages  # noqa: F401 (optpipe_rt.torch.profile_stages)
 
 SUPPORTED_TORCH = ((2, 15),)  # (major, minor) releases whose pipelining runtime this is tested on
 

@@ -1,0 +1,195 @@
+"""optpipe_rt.torch.profile_stages and `python -m optpipe_rt.profile`: profiles measured from
+PyTorch stages on the CPU read back through optpipe-compile and optpipe validate; activation bytes
+equal the tensors autograd saves; split backward times add up to a fused backward; bad stages are
+refused with a ValueError that names the problem. Needs torch (tools/setup-python.sh)."""
+
+import glob
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+PYTHON_DIR = os.path.join(HERE, "..")
+sys.path.insert(0, PYTHON_DIR)
+sys.path.insert(0, HERE)
+from torch_guard import HAVE_TORCH  # noqa: E402
+
+if HAVE_TORCH:
+    import torch
+
+
+def tool(name):
+    directory = os.environ.get("OPTPIPE_BIN_DIR")
+    if directory:
+        return os.path.join(directory, name)
+    repo = os.path.dirname(os.path.dirname(os.path.dirname(HERE)))
+    found = sorted(glob.glob(os.path.join(repo, "build*", "bin", name)))
+    if not found:
+        raise unittest.SkipTest(f"{name} is not built")
+    return found[0]
+
+
+def build_mlp():
+    """4 stages of Linear-ReLU-Linear, one microbatch of 32 x 64 (also the entry point's builder)."""
+    torch.manual_seed(0)
+    stages = [torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.ReLU(),
+                                  torch.nn.Linear(128, 64)) for _ in range(4)]
+    return stages, torch.randn(32, 64)
+
+
+def fused_backward_ms(module, x, iterations=7):
+    times = []
+    for _ in range(iterations + 2):
+        inp = x.detach().clone().requires_grad_(True)
+        out = module(inp)
+        grad = torch.randn_like(out)
+        start = time.perf_counter()
+        torch.autograd.backward([out], [grad])
+        times.append((time.perf_counter() - start) * 1e3)
+        module.zero_grad(set_to_none=True)
+    return statistics.median(times[2:])
+
+
+@unittest.skipUnless(HAVE_TORCH, "torch is not installed (tools/setup-python.sh)")
+class ProfileStagesTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        torch.set_num_threads(1)      # CPU timings: no contention between intra-op threads
+        from optpipe_rt.torch import profile_stages
+        cls.profile_stages = staticmethod(profile_stages)
+        cls.tmp = tempfile.TemporaryDirectory()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.tmp.cleanup()
+
+    def path(self, name):
+        return os.path.join(self.tmp.name, name)
+
+    def compile_and_validate(self, profile_path):
+        schedule = self.path("schedule.json")
+        run = subprocess.run([tool("optpipe-compile"), profile_path, "--method", "1f1b", "-q",
+                              "-o", schedule], capture_output=True, text=True)
+        self.assertEqual(run.returncode, 0, run.stderr)
+        run = subprocess.run([tool("optpipe"), "validate", profile_path, schedule],
+                             capture_output=True, text=True)
+        self.assertEqual(run.returncode, 0, run.stdout + run.stderr)
+
+    def test_mlp_profile_compiles_and_validates(self):
+        stages, x = build_mlp()
+        out = self.path("mlp.json")
+        profile = self.profile_stages(stages, x, microbatches=8, budget_bytes="1GiB",
+                                      warmup=1, iterations=3, name="mlp", output=out,
+                                      offload_gb_per_s=10)
+        with open(out, encoding="utf-8") as f:
+            self.assertEqual(json.load(f), profile)
+        self.assertEqual(profile["pipeline"], {"ranks": 4, "chunks_per_rank": 1,
+                                               "placement": "loop", "microbatches": 8})
+        for entry in profile["stages"]:
+            # Saved: the stage input, the hidden ReLU output (saved by ReLU and the 2nd Linear).
+            self.assertEqual(entry["activation_bytes"], 32 * 64 * 4 + 32 * 128 * 4)
+            self.assertEqual(entry["weight_grad_bytes"], entry["activation_bytes"])
+            self.assertEqual(entry["checkpoint_bytes"], 32 * 64 * 4)
+        params = 2 * 64 * 128 + 128 + 64
+        for rank in profile["memory"]["per_rank"]:
+            self.assertEqual(rank["static_bytes"], 16 * params)   # fp32 Adam: 4 x param bytes
+        self.compile_and_validate(out)
+
+    def test_entry_point(self):
+        out = self.path("cli.json")
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join([PYTHON_DIR, HERE]),
+                   OMP_NUM_THREADS="1")
+        run = subprocess.run([sys.executable, "-m", "optpipe_rt.profile",
+                              "test_torch_profile:build_mlp", "--microbatches", "16",
+                              "--budget", "40GiB", "--warmup", "1", "--iterations", "2",
+                              "-o", out], capture_output=True, text=True, env=env, cwd=HERE)
+        self.assertEqual(run.returncode, 0, run.stderr)
+        with open(out, encoding="utf-8") as f:
+            profile = json.load(f)
+        self.assertEqual(profile["memory"]["budget_bytes"], "40GiB")
+        self.assertEqual(profile["pipeline"]["microbatches"], 16)
+        self.assertEqual(profile["p2p_latency"], 0.05)
+        self.compile_and_validate(out)
+        run = subprocess.run([sys.executable, "-m", "optpipe_rt.profile",
+                              "test_torch_profile:build_mlp", "--microbatches", "4", "-o", out],
+                             capture_output=True, text=True, env=env, cwd=HERE)
+        self.assertEqual(run.returncode, 2)
+        self.assertIn("budget_bytes: required", run.stderr)
+
+    def test_activation_bytes_are_the_saved_tensors(self):
+        batch, n_in, n_out = 16, 48, 24
+        torch.manual_seed(1)
+        stage = torch.nn.Sequential(torch.nn.Linear(n_in, n_out, bias=False), torch.nn.ReLU())
+        x = torch.randn(batch, n_in)
+        entry = self.profile_stages([stage], x, microbatches=2, budget_bytes=1 << 30,
+                                    warmup=0, iterations=1)["stages"][0]
+        # By hand: Linear saves its input (batch x in), ReLU its output (batch x out), fp32.
+        self.assertEqual(entry["activation_bytes"], 4 * batch * (n_in + n_out))
+        # W needs the Linear's input again; the ReLU mask serves B only.
+        self.assertEqual(entry["weight_grad_bytes"], 4 * batch * n_in)
+        self.assertEqual(entry["checkpoint_bytes"], 4 * batch * n_in)
+        # Independently: what the hooks see on a fresh run, weights left out, each storage once.
+        weights = {p.untyped_storage().data_ptr() for p in stage.parameters()}
+        storages = {}
+
+        def pack(t):
+            if t.untyped_storage().data_ptr() not in weights:
+                storages[t.untyped_storage().data_ptr()] = t.untyped_storage().nbytes()
+            return t
+
+        with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+            stage(x.clone().requires_grad_(True))
+        self.assertEqual(entry["activation_bytes"], sum(storages.values()))
+
+    def test_split_backward_times_add_up_to_fused(self):
+        torch.manual_seed(2)
+        stage = torch.nn.Sequential(torch.nn.Linear(512, 512), torch.nn.ReLU(),
+                                    torch.nn.Linear(512, 512))
+        x = torch.randn(128, 512)
+        entry = self.profile_stages([stage], x, microbatches=2, budget_bytes=1 << 30,
+                                    warmup=2, iterations=7)["stages"][0]
+        for key in ("forward", "backward_input", "backward_weight"):
+            self.assertGreater(entry[key], 0, key)
+        fused = fused_backward_ms(stage, x)
+        ratio = (entry["backward_input"] + entry["backward_weight"]) / fused
+        self.assertTrue(0.25 < ratio < 4, f"B + W = {ratio:.2f} x fused backward ({fused:.3f} ms)")
+
+    def test_without_torch_split_backward(self):
+        """Where torch has no split backward: B from autograd.grad on the inputs, W = fused - B."""
+        from optpipe_rt import torch_profile
+        saved = torch_profile._split_backward
+        torch_profile._split_backward = lambda: None
+        try:
+            stages, x = build_mlp()
+            profile = self.profile_stages(stages[:2], x, microbatches=2, budget_bytes=1 << 30,
+                                          warmup=1, iterations=3)
+        finally:
+            torch_profile._split_backward = saved
+        for entry in profile["stages"]:
+            self.assertGreater(entry["forward"], 0)
+            self.assertGreater(entry["backward_input"], 0)
+            self.assertGreaterEqual(entry["backward_weight"], 0)
+
+    def test_bad_input_is_refused(self):
+        with self.assertRaisesRegex(ValueError, r"stages: empty"):
+            self.profile_stages([], torch.randn(2, 2), microbatches=1, budget_bytes=1 << 30)
+        stages = [torch.nn.Linear(8, 16), torch.nn.Linear(32, 4)]
+        with self.assertRaisesRegex(ValueError,
+                                    r"stages\[1\]: does not accept stage 0's output \(\(4, 16\)"):
+            self.profile_stages(stages, torch.randn(4, 8), microbatches=1, budget_bytes=1 << 30)
+        with self.assertRaisesRegex(ValueError, r"stages\[0\]: does not accept example_input"):
+            self.profile_stages(stages, torch.randn(4, 5), microbatches=1, budget_bytes=1 << 30)
+        with self.assertRaisesRegex(ValueError, r"budget_bytes: required"):
+            self.profile_stages(stages[:1], torch.randn(4, 8), microbatches=1)
+        with self.assertRaisesRegex(ValueError, r"chunks_per_rank: must divide"):
+            self.profile_stages(stages, torch.randn(4, 8), microbatches=1, budget_bytes=1 << 30,
+                                chunks_per_rank=3)
+
+
+if __name__ == "__main__":
+    unittest.main()
