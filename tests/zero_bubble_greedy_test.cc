@@ -178,7 +178,9 @@ TEST(VShapeAuto, HalfOfOneFOneBMemoryBeatsVMin) {
     ASSERT_FALSE(violation) << violation->message;
     const testing::TimedSchedule v_min = testing::run_generator("v-min", p);
     EXPECT_LE(makespan_of(timed), v_min.metrics.makespan) << "R=" << ranks;
-    if (ranks == 8) EXPECT_LT(makespan_of(timed), v_min.metrics.makespan);
+    if (ranks == 8) {
+      EXPECT_LT(makespan_of(timed), v_min.metrics.makespan);
+    }
     const testing::TimedSchedule zb_auto = testing::run_generator("zb-auto", p);
     EXPECT_LE(zb_auto.metrics.makespan, makespan_of(timed) + 1e-9) << "R=" << ranks;
   }
