@@ -9,8 +9,7 @@
 #include <unordered_set>
 #include <vector>
 
-#include "timing/metrics.h"
-#include "timing/simulator.h"
+#include "heuristics/fastest_order.h"
 
 namespace optpipe {
 
@@ -634,8 +633,7 @@ std::optional<Order> vshape_auto_order(const Problem& problem, int max_chunk_act
   static constexpr std::array<std::array<int, 4>, 5> kOffsets = {
       {{1, -1, 1, -1}, {2, -1, 2, -1}, {3, -1, 3, -1}, {4, -1, 4, -1}, {5, -1, 5, -1}}};
   Builder builder(p, problem.microbatches);
-  std::optional<Order> best;
-  double best_makespan = std::numeric_limits<double>::infinity();
+  FastestOrder fastest(problem, "v-auto");
   std::unordered_set<std::string> seen;
   for (int ff = 1; ff < kPattern; ++ff) {
     for (int b = 1; b < kPattern; ++b) {
@@ -648,7 +646,7 @@ std::optional<Order> vshape_auto_order(const Problem& problem, int max_chunk_act
               const std::optional<std::vector<Block>> block =
                   building_block(first, kOffsets[i0], kOffsets[i1], len_0, p);
               if (!block) continue;
-              if ((visits += visits_per_block) > kMaxSlotVisits) return best;
+              if ((visits += visits_per_block) > kMaxSlotVisits) return fastest.take();
               int peak = 0;
               const std::optional<Grid> grid = builder.build(*block, max_mem, &peak);
               // Longer first offsets only raise the peak (the authors stop there too).
@@ -658,20 +656,14 @@ std::optional<Order> vshape_auto_order(const Problem& problem, int max_chunk_act
               if (!seen.insert(std::accumulate(grid->begin(), grid->end(), std::string())).second) {
                 continue;
               }
-              Order order = order_of(*grid, p);
-              SimulationOutcome timed = try_simulate(problem, order, "v-auto");
-              if (!timed.schedule) continue;
-              if (const double makespan = makespan_of(*timed.schedule); makespan < best_makespan) {
-                best_makespan = makespan;
-                best = std::move(order);
-              }
+              fastest.offer(order_of(*grid, p));
             }
           }
         }
       }
     }
   }
-  return best;
+  return fastest.take();
 }
 
 }  // namespace optpipe

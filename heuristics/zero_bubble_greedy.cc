@@ -5,8 +5,7 @@
 #include <cmath>
 #include <limits>
 
-#include "timing/metrics.h"
-#include "timing/simulator.h"
+#include "heuristics/fastest_order.h"
 
 namespace optpipe {
 
@@ -232,25 +231,18 @@ std::optional<Order> zero_bubble_greedy_order(const Problem& problem,
 
 std::optional<Order> best_zero_bubble_greedy_order(const Problem& problem,
                                                    const std::vector<int64_t>& max_live_bytes) {
-  std::optional<Order> best;
-  double best_makespan = std::numeric_limits<double>::infinity();
+  FastestOrder fastest(problem, "zero-bubble greedy");
   for (bool allow_bubble : {true, false}) {
     for (bool prioritize_b : {true, false}) {
       for (bool no_bubble_greedy : {true, false}) {
-        std::optional<Order> order = zero_bubble_greedy_order(
-            problem, max_live_bytes, {allow_bubble, prioritize_b, no_bubble_greedy});
-        if (!order) continue;
-        SimulationOutcome timed = try_simulate(problem, *order, "zero-bubble greedy");
-        if (!timed.schedule) continue;
-        const double makespan = makespan_of(*timed.schedule);
-        if (makespan < best_makespan) {
-          best_makespan = makespan;
-          best = std::move(order);
+        if (std::optional<Order> order = zero_bubble_greedy_order(
+                problem, max_live_bytes, {allow_bubble, prioritize_b, no_bubble_greedy})) {
+          fastest.offer(std::move(*order));
         }
       }
     }
   }
-  return best;
+  return fastest.take();
 }
 
 }  // namespace optpipe

@@ -3,10 +3,8 @@
 #include <algorithm>
 #include <array>
 #include <deque>
-#include <limits>
 
-#include "timing/metrics.h"
-#include "timing/simulator.h"
+#include "heuristics/fastest_order.h"
 
 namespace optpipe {
 
@@ -277,23 +275,16 @@ std::optional<Order> zero_bubble_v_greedy_order(const Problem& problem,
 
 std::optional<Order> best_zero_bubble_v_greedy_order(const Problem& problem,
                                                      const std::vector<int64_t>& max_live_bytes) {
-  std::optional<Order> best;
-  double best_makespan = std::numeric_limits<double>::infinity();
+  FastestOrder fastest(problem, "zb-v greedy");
   for (bool fill_b : {true, false}) {
     for (bool fill_f : {true, false}) {
-      std::optional<Order> order =
-          zero_bubble_v_greedy_order(problem, max_live_bytes, {fill_f, fill_b});
-      if (!order) continue;
-      SimulationOutcome timed = try_simulate(problem, *order, "zb-v greedy");
-      if (!timed.schedule) continue;
-      const double makespan = makespan_of(*timed.schedule);
-      if (makespan < best_makespan) {
-        best_makespan = makespan;
-        best = std::move(order);
+      if (std::optional<Order> order =
+              zero_bubble_v_greedy_order(problem, max_live_bytes, {fill_f, fill_b})) {
+        fastest.offer(std::move(*order));
       }
     }
   }
-  return best;
+  return fastest.take();
 }
 
 }  // namespace optpipe
