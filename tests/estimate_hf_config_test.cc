@@ -5,29 +5,26 @@
 // from; and the CLI exits 2 with one line. (Suites are named in lower case so that
 // `ctest -R estimate` selects them.)
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
-#include <cstdlib>
-#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <nlohmann/json.hpp>
-#include <sstream>
 #include <string>
 
 #include "formats/estimate.h"
 #include "formats/hf_config.h"
 #include "formats/profile.h"
 #include "model/errors.h"
+#include "tests/command_line_test.h"
 
 namespace optpipe {
 namespace {
 
 using nlohmann::json;
 
-std::filesystem::path source_dir() {
-  if (const char* dir = std::getenv("OPTPIPE_SOURCE_DIR")) return dir;
-  return std::filesystem::path(__FILE__).parent_path().parent_path();
+// OPTPIPE_SOURCE_DIR comes from tests/CMakeLists.txt.
+std::string model_example(const std::string& name) {
+  return std::string(OPTPIPE_SOURCE_DIR) + "/examples/models/" + name;
 }
 
 // Configs as Hugging Face ships them, abridged but with keys optpipe ignores left in.
@@ -132,7 +129,7 @@ TEST(estimate_hf_config, Llama3EightBWithTheExampleSetupIsTheExample) {
   EXPECT_EQ(model.dtype_bytes, 2);  // torch_dtype bfloat16
   expect_same_profile(
       model,
-      load_model_description((source_dir() / "examples" / "models" / "llama-8b.json").string()));
+      load_model_description(model_example("llama-8b.json")));
 }
 
 TEST(estimate_hf_config, MistralWithGqaSetupAndFlags) {
@@ -159,6 +156,16 @@ TEST(estimate_hf_config, MistralWithGqaSetupAndFlags) {
   })"));
 }
 
+// What qwen2_7b_config() with the Qwen2 tests' setup and flags describes, written by hand.
+constexpr const char* kQwen2SetUpByHand = R"({
+    "format": "optpipe.model/v1", "name": "qwen2",
+    "model": { "layers": 28, "hidden": 3584, "heads": 28, "kv_heads": 4, "ffn_hidden": 18944,
+               "vocab": 152064, "mlp": "swiglu" },
+    "training": { "seq_length": 4096, "dtype": "bf16", "selective_recompute": true },
+    "pipeline": { "ranks": 4, "microbatches": 8 },
+    "hardware": { "gpu_peak_tflops": 989, "gpu_memory": "80GiB", "host_link_gb_per_s": 25 }
+  })";
+
 TEST(estimate_hf_config, Qwen2) {
   const json setup = json::parse(R"({
     "name": "qwen2",
@@ -167,14 +174,7 @@ TEST(estimate_hf_config, Qwen2) {
     "hardware": { "gpu_peak_tflops": 989, "gpu_memory": "80GiB", "host_link_gb_per_s": 25 }
   })");
   const ModelDescription model = combine(qwen2_7b_config(), setup);
-  expect_same_profile(model, hand_written(R"({
-    "format": "optpipe.model/v1", "name": "qwen2",
-    "model": { "layers": 28, "hidden": 3584, "heads": 28, "kv_heads": 4, "ffn_hidden": 18944,
-               "vocab": 152064, "mlp": "swiglu" },
-    "training": { "seq_length": 4096, "dtype": "bf16", "selective_recompute": true },
-    "pipeline": { "ranks": 4, "microbatches": 8 },
-    "hardware": { "gpu_peak_tflops": 989, "gpu_memory": "80GiB", "host_link_gb_per_s": 25 }
-  })"));
+  expect_same_profile(model, hand_written(kQwen2SetUpByHand));
 }
 
 TEST(estimate_hf_config, Gpt2SmallWithNullInner) {
@@ -250,7 +250,7 @@ TEST(estimate_hf_config, RecognisesOnlyConfigs) {
 }
 
 TEST(estimate_hf_config, SetupAndFlagsLayOverAModelDescription) {
-  const std::string path = (source_dir() / "examples" / "models" / "gpt3-13b.json").string();
+  const std::string path = model_example("gpt3-13b.json");
   const json document = json::parse(std::ifstream(path));
   EstimateOverrides flags;
   flags.ranks = 4;
@@ -372,69 +372,39 @@ TEST(estimate_hf_config, ErrorsNameTheFieldAndWhereItCameFrom) {
 }
 
 // `optpipe estimate config.json` end to end.
-class estimate_hf_config_cli : public ::testing::Test {
+class estimate_hf_config_cli : public testing::CommandLineTest {
  protected:
-  void SetUp() override {
-    dir_ = std::filesystem::temp_directory_path() /
-           ("optpipe_estimate_hf_" +
-            std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()));
-    std::filesystem::remove_all(dir_);
-    std::filesystem::create_directories(dir_);
-  }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
-  std::string path(const std::string& name) const { return (dir_ / name).string(); }
-  std::string write(const std::string& name, const json& document) const {
-    std::ofstream(path(name)) << document.dump(2);
+  // Writes `document` into the test's directory; its path.
+  std::string write_json(const std::string& name, const json& document) const {
+    write(name, document.dump(2));
     return path(name);
   }
-  static std::string slurp(const std::string& file) {
-    std::ifstream in(file);
-    std::stringstream text;
-    text << in.rdbuf();
-    return text.str();
-  }
-  // Exit code of `optpipe ARGS`; its stderr in `err`.
-  int optpipe(const std::string& args, std::string& err) const {
-    const std::string command = std::string(OPTPIPE_BIN_DIR) + "/optpipe " + args + " >" +
-                                path("stdout.txt") + " 2>" + path("stderr.txt") + " </dev/null";
-    const int status = std::system(command.c_str());
-    err = slurp(path("stderr.txt"));
-    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  }
-  std::filesystem::path dir_;
 };
 
 TEST_F(estimate_hf_config_cli, ConfigSetupAndFlagsWriteTheProfile) {
-  const std::string config = write("config.json", qwen2_7b_config());
-  const std::string setup = write("setup.json", json::parse(R"({
+  const std::string config = write_json("config.json", qwen2_7b_config());
+  const std::string setup = write_json("setup.json", json::parse(R"({
     "name": "qwen2", "training": { "selective_recompute": true },
     "hardware": { "gpu_memory": "80GiB", "host_link_gb_per_s": 25 }
   })"));
-  std::string err;
-  ASSERT_EQ(optpipe("estimate " + config + " --setup " + setup +
-                        " --ranks 4 --microbatches 8 --seq-length 4096 --gpu-peak-tflops 989 -o " +
-                        path("profile.json"),
-                    err),
-            0)
-      << err;
-  EXPECT_NE(slurp(path("stdout.txt")).find("profile written to"), std::string::npos);
+  const testing::CommandResult r =
+      run("optpipe", "estimate " + config + " --setup " + setup +
+                         " --ranks 4 --microbatches 8 --seq-length 4096 --gpu-peak-tflops 989 -o " +
+                         path("profile.json"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("profile written to"), std::string::npos);
   const Problem problem = load_profile(path("profile.json"));
   EXPECT_EQ(problem.ranks, 4);
-  EXPECT_EQ(json::parse(slurp(path("profile.json"))), json(estimate_profile(hand_written(R"({
-    "format": "optpipe.model/v1", "name": "qwen2",
-    "model": { "layers": 28, "hidden": 3584, "heads": 28, "kv_heads": 4, "ffn_hidden": 18944,
-               "vocab": 152064, "mlp": "swiglu" },
-    "training": { "seq_length": 4096, "dtype": "bf16", "selective_recompute": true },
-    "pipeline": { "ranks": 4, "microbatches": 8 },
-    "hardware": { "gpu_peak_tflops": 989, "gpu_memory": "80GiB", "host_link_gb_per_s": 25 }
-  })"))));
+  EXPECT_EQ(json::parse(slurp(path("profile.json"))),
+            json(estimate_profile(hand_written(kQwen2SetUpByHand))));
 }
 
 TEST_F(estimate_hf_config_cli, FlagsOverrideAModelDescription) {
-  const std::string model = (source_dir() / "examples" / "models" / "gpt3-13b.json").string();
-  std::string err;
-  ASSERT_EQ(optpipe("estimate " + model + " --ranks 4 --microbatches 8 -o -", err), 0) << err;
-  const json profile = json::parse(slurp(path("stdout.txt")));
+  const std::string model = model_example("gpt3-13b.json");
+  const testing::CommandResult r =
+      run("optpipe", "estimate " + model + " --ranks 4 --microbatches 8 -o -");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json profile = json::parse(r.out);
   EXPECT_EQ(profile["pipeline"]["ranks"], 4);
   EXPECT_EQ(profile["pipeline"]["microbatches"], 8);
   EXPECT_EQ(profile["stages"].size(), 4u);
@@ -443,28 +413,27 @@ TEST_F(estimate_hf_config_cli, FlagsOverrideAModelDescription) {
 TEST_F(estimate_hf_config_cli, UnsupportedModelTypeExitsTwoWithOneLine) {
   json gemma = llama3_8b_config();
   gemma["model_type"] = "gemma";
-  const std::string config = write("config.json", gemma);
-  std::string err;
-  EXPECT_EQ(optpipe("estimate " + config + " --ranks 2", err), 2);
-  EXPECT_EQ(err, "optpipe: error: " + config +
+  const std::string config = write_json("config.json", gemma);
+  const testing::CommandResult r = run("optpipe", "estimate " + config + " --ranks 2");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.err, "optpipe: error: " + config +
                      ": model_type: \"gemma\" is not supported; optpipe estimate reads llama, "
                      "mistral, qwen2, gpt2; for another model write an optpipe.model/v1 "
                      "description (docs/estimate.md)\n");
 }
 
 TEST_F(estimate_hf_config_cli, MissingRanksExitsTwoWithOneLine) {
-  const std::string config = write("config.json", gpt2_small_config());
-  std::string err;
-  EXPECT_EQ(optpipe("estimate " + config +
-                        " --microbatches 8 --seq-length 1024 --gpu-peak-tflops 100 "
-                        "--gpu-memory 40GB",
-                    err),
-            2);
-  EXPECT_EQ(err, "optpipe: error: " + config +
+  const std::string config = write_json("config.json", gpt2_small_config());
+  testing::CommandResult r = run("optpipe", "estimate " + config +
+                                                 " --microbatches 8 --seq-length 1024 "
+                                                 "--gpu-peak-tflops 100 --gpu-memory 40GB");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.err, "optpipe: error: " + config +
                      ": pipeline.ranks: missing; a Hugging Face config.json does not give it: "
                      "pass --ranks N or set it in a --setup file\n");
-  EXPECT_EQ(optpipe("estimate " + config + " --ranks 0", err), 2);
-  EXPECT_EQ(err.find('\n'), err.size() - 1) << err;
+  r = run("optpipe", "estimate " + config + " --ranks 0");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.err.find('\n'), r.err.size() - 1) << r.err;
 }
 
 }  // namespace

@@ -4,29 +4,25 @@
 #include "formats/estimate.h"
 
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
-#include <cstdlib>
-#include <filesystem>
-#include <fstream>
 #include <functional>
 #include <nlohmann/json.hpp>
 #include <random>
-#include <sstream>
 #include <string>
 
 #include "driver/compile_driver.h"
 #include "formats/profile.h"
 #include "model/errors.h"
+#include "tests/command_line_test.h"
 
 namespace optpipe {
 namespace {
 
 using nlohmann::json;
 
-std::filesystem::path source_dir() {
-  if (const char* dir = std::getenv("OPTPIPE_SOURCE_DIR")) return dir;
-  return std::filesystem::path(__FILE__).parent_path().parent_path();
+// OPTPIPE_SOURCE_DIR comes from tests/CMakeLists.txt.
+std::string model_example(const std::string& name) {
+  return std::string(OPTPIPE_SOURCE_DIR) + "/examples/models/" + name;
 }
 
 // 2 layers, h = 64, a = 4, s = 128, b = 1, vocab 1000: every number below is worked out by hand.
@@ -223,7 +219,7 @@ TEST(estimate, CheckpointBytesAreTheStageInputCappedAtTheActivation) {
 TEST(estimate, ExampleModelsEstimateLoadAndCompile) {
   for (const char* name : {"gpt3-13b.json", "llama-8b.json"}) {
     SCOPED_TRACE(name);
-    const std::string path = (source_dir() / "examples" / "models" / name).string();
+    const std::string path = model_example(name);
     const json profile = estimate_profile(load_model_description(path));
     const Problem problem = parse_profile(profile.dump(2), path);
     EXPECT_EQ(problem.ranks, 8);
@@ -235,7 +231,7 @@ TEST(estimate, ExampleModelsEstimateLoadAndCompile) {
 }
 
 TEST(estimate, ExampleGpt3MatchesTheClosedForm) {
-  const std::string path = (source_dir() / "examples" / "models" / "gpt3-13b.json").string();
+  const std::string path = model_example("gpt3-13b.json");
   const ModelDescription model = load_model_description(path);
   const PartCosts layer = transformer_layer_costs(model);
   const double s = 2048, h = 5120;
@@ -375,56 +371,29 @@ TEST(estimate, MalformedJsonAndMissingFile) {
 
 // `optpipe estimate` end to end: the profile it writes compiles; bad input exits 2 on one line.
 // (Suites are named in lower case so that `ctest -R estimate` selects them.)
-class estimate_cli : public ::testing::Test {
- protected:
-  void SetUp() override {
-    dir_ = std::filesystem::temp_directory_path() /
-           ("optpipe_estimate_" +
-            std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()));
-    std::filesystem::remove_all(dir_);
-    std::filesystem::create_directories(dir_);
-  }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
-  std::string path(const std::string& name) const { return (dir_ / name).string(); }
-  static std::string slurp(const std::string& file) {
-    std::ifstream in(file);
-    std::stringstream text;
-    text << in.rdbuf();
-    return text.str();
-  }
-  // Exit code of `optpipe ARGS`; its stderr in `err`.
-  int optpipe(const std::string& args, std::string& err) const {
-    const std::string command = std::string(OPTPIPE_BIN_DIR) + "/optpipe " + args + " >" +
-                                path("stdout.txt") + " 2>" + path("stderr.txt") + " </dev/null";
-    const int status = std::system(command.c_str());
-    err = slurp(path("stderr.txt"));
-    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  }
-  std::filesystem::path dir_;
-};
+class estimate_cli : public testing::CommandLineTest {};
 
 TEST_F(estimate_cli, EstimateThenCompile) {
-  const std::string model = (source_dir() / "examples" / "models" / "gpt3-13b.json").string();
-  std::string err;
-  ASSERT_EQ(optpipe("estimate " + model + " -o " + path("profile.json"), err), 0) << err;
-  EXPECT_NE(slurp(path("stdout.txt")).find("profile written to"), std::string::npos);
+  const std::string model = model_example("gpt3-13b.json");
+  testing::CommandResult r = run("optpipe", "estimate " + model + " -o " + path("profile.json"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("profile written to"), std::string::npos);
   EXPECT_NO_THROW(load_profile(path("profile.json")));
-  ASSERT_EQ(
-      optpipe("compile " + path("profile.json") + " --method 1f1b -q -o " + path("schedule.json"),
-              err),
-      0)
-      << err;
-  ASSERT_EQ(optpipe("estimate " + model + " -o -", err), 0) << err;
-  EXPECT_EQ(json::parse(slurp(path("stdout.txt"))), json::parse(slurp(path("profile.json"))));
+  r = run("optpipe",
+          "compile " + path("profile.json") + " --method 1f1b -q -o " + path("schedule.json"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  r = run("optpipe", "estimate " + model + " -o -");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(json::parse(r.out), json::parse(slurp(path("profile.json"))));
 }
 
 TEST_F(estimate_cli, BadModelExitsTwoWithOneLine) {
   json document = small_model();
   document["training"]["dtype"] = "bf61";
-  std::ofstream(path("model.json")) << document.dump();
-  std::string err;
-  EXPECT_EQ(optpipe("estimate " + path("model.json"), err), 2);
-  EXPECT_EQ(err, "optpipe: error: " + path("model.json") +
+  write("model.json", document.dump());
+  const testing::CommandResult r = run("optpipe", "estimate " + path("model.json"));
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.err, "optpipe: error: " + path("model.json") +
                      ": training.dtype: must be \"bf16\", \"fp16\" or \"fp32\", got \"bf61\"; "
                      "did you mean \"bf16\"?\n");
 }
