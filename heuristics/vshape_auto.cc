@@ -16,7 +16,8 @@ namespace optpipe {
 namespace {
 
 // A rank's row of unit slots: 'F' F of the down chunk, 'f' F of the up chunk, 'B' B of the up
-// chunk (it flows down the ranks like 'F'), 'b' B of the down chunk, 'W' and 'w' their Ws, ' ' idle.
+// chunk (it flows down the ranks like 'F'), 'b' B of the down chunk, 'W' and 'w' their Ws,
+// ' ' idle.
 using Grid = std::vector<std::string>;
 constexpr int kPattern = 6;
 // Slot visits the search may spend: about a second on one core (all of it up to R = 16, m = 64).
@@ -566,7 +567,8 @@ Block with_weights(Block block) {
 
 // Rank 0's row, then each next rank's row shifted by one offset per kind (the first `len_0` ranks
 // by offset_0, the rest by offset_1); nullopt where two kinds collide.
-std::optional<std::vector<Block>> building_block(const Block& first, const std::array<int, 4>& offset_0,
+std::optional<std::vector<Block>> building_block(const Block& first,
+                                                 const std::array<int, 4>& offset_0,
                                                  const std::array<int, 4>& offset_1, int len_0,
                                                  int ranks) {
   std::vector<Block> rows = {first};
