@@ -2,7 +2,6 @@
 budgets that force offloads and recomputes, run on 4 gloo CPU processes (examples/mlp_pipeline.py),
 against a single-process reference. Needs torch (tools/setup-python.sh) and the built tools."""
 
-import glob
 import json
 import os
 import sys
@@ -18,20 +17,10 @@ sys.path.insert(0, os.path.join(HERE, "..", "examples"))
 import optpipe_rt  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from built_tools import tool  # noqa: E402
 from torch_guard import HAVE_TORCH  # noqa: E402
 
 MIB = 1 << 20
-
-
-def tool(name):
-    directory = os.environ.get("OPTPIPE_BIN_DIR")
-    if directory:
-        return os.path.join(directory, name)
-    repo = os.path.dirname(os.path.dirname(os.path.dirname(HERE)))
-    found = sorted(glob.glob(os.path.join(repo, "build*", "bin", name)))
-    if not found:
-        raise unittest.SkipTest(f"{name} is not built")
-    return found[0]
 
 
 def profile(placement, chunks, recompute):

@@ -3,7 +3,6 @@ PyTorch stages on the CPU read back through optpipe-compile and optpipe validate
 equal the tensors autograd saves; split backward times add up to a fused backward; bad stages are
 refused with a ValueError that names the problem. Needs torch (tools/setup-python.sh)."""
 
-import glob
 import json
 import os
 import statistics
@@ -17,21 +16,11 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 PYTHON_DIR = os.path.join(HERE, "..")
 sys.path.insert(0, PYTHON_DIR)
 sys.path.insert(0, HERE)
+from built_tools import tool  # noqa: E402
 from torch_guard import HAVE_TORCH  # noqa: E402
 
 if HAVE_TORCH:
     import torch
-
-
-def tool(name):
-    directory = os.environ.get("OPTPIPE_BIN_DIR")
-    if directory:
-        return os.path.join(directory, name)
-    repo = os.path.dirname(os.path.dirname(os.path.dirname(HERE)))
-    found = sorted(glob.glob(os.path.join(repo, "build*", "bin", name)))
-    if not found:
-        raise unittest.SkipTest(f"{name} is not built")
-    return found[0]
 
 
 def build_mlp():
