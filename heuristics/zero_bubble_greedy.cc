@@ -61,6 +61,8 @@ class Greedy {
     if (kind == kB) return -(s.activation_bytes - s.weight_grad_bytes);
     return -s.weight_grad_bytes;
   }
+  // The activation bytes stage j's rank may hold.
+  int64_t limit(int j) const { return max_mem_[problem_.rank_of_stage[j]]; }
   // Latency from stage `from` to `to` (adjacent stages).
   double comm(int from, int to) const { return problem_.p2p(from, to); }
 
@@ -99,7 +101,7 @@ class Greedy {
 
   // Ws until the next op of `kind` fits the limit; false when none is left to run.
   bool make_room(int j, int kind) {
-    while (ok_ && live_[j] + bytes(j, kind) > max_mem_[j]) {
+    while (ok_ && live_[j] + bytes(j, kind) > limit(j)) {
       if (count_[j][kW] >= count_[j][kB]) return false;
       put(j, kW);
     }
@@ -136,7 +138,7 @@ class Greedy {
       int64_t mem = live_[j];
       double busy = free_at_[j];
       const double arrival = b_back + comm(j + 1, j);
-      while (count_[j][kF] + extra[j] < microbatches_ && mem + bytes(j, kF) <= max_mem_[j]) {
+      while (count_[j][kF] + extra[j] < microbatches_ && mem + bytes(j, kF) <= limit(j)) {
         if (choices_.allow_bubble_before_first_b ? busy + cost(j, kF) > arrival
                                                  : busy >= arrival) {
           break;
@@ -171,7 +173,7 @@ class Greedy {
         if (free_at_[j] >= next_f_and_b) continue;
         int64_t with_w = live_[j] + bytes(j, kF);
         double w_time = 0;
-        for (int w = count_[j][kW]; with_w > max_mem_[j] && w < count_[j][kB]; ++w) {
+        for (int w = count_[j][kW]; with_w > limit(j) && w < count_[j][kB]; ++w) {
           w_time += cost(j, kW);
           with_w += bytes(j, kW);
         }
@@ -209,7 +211,7 @@ class Greedy {
   const Problem& problem_;
   int stages_;
   int microbatches_;
-  const std::vector<int64_t>& max_mem_;
+  const std::vector<int64_t>& max_mem_;  // per rank
   ZeroBubbleGreedyChoices choices_;
   std::vector<std::array<int, 3>> count_;  // ops placed per stage and kind
   std::vector<double> free_at_;            // when each stage's rank is free

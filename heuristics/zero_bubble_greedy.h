@@ -22,7 +22,7 @@ struct ZeroBubbleGreedyChoices {
   bool no_bubble_greedy = false;  // a W fills a gap the bubble rule would leave idle
 };
 
-// One run under `max_live_bytes[stage]` activation bytes on each stage's rank. nullopt where
+// One run under `max_live_bytes[rank]` activation bytes on each rank. nullopt where
 // that run cannot fit its memory limit (no W left to free room) or its choices starve a stage.
 // Needs one chunk per rank.
 std::optional<Order> zero_bubble_greedy_order(const Problem& problem,

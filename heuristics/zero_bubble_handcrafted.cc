@@ -33,13 +33,11 @@ Order zb_h1_order(const Problem& problem) {
   std::vector<int64_t> limits(problem.ranks);
   for (int r = 0; r < problem.ranks; ++r) limits[r] = problem.activation_budget(r);
   if (problem.chunks_per_rank == 1) {
-    std::vector<int64_t> stage_limits(problem.num_stages());
     for (int s = 0; s < problem.num_stages(); ++s) {
       const int r = problem.rank_of_stage[s];
       limits[r] = std::min(limits[r], problem.ranks * problem.stages[s].activation_bytes);
-      stage_limits[s] = limits[r];
     }
-    if (std::optional<Order> greedy = best_zero_bubble_greedy_order(problem, stage_limits)) {
+    if (std::optional<Order> greedy = best_zero_bubble_greedy_order(problem, limits)) {
       candidates.push_back(std::move(*greedy));
     }
   }

@@ -268,11 +268,7 @@ Order zb_auto_order(const Problem& problem) {
   std::vector<Order> candidates;
   std::optional<Order> greedy;
   if (problem.chunks_per_rank == 1) {
-    std::vector<int64_t> stage_limits(problem.num_stages());
-    for (int s = 0; s < problem.num_stages(); ++s) {
-      stage_limits[s] = limits[problem.rank_of_stage[s]];
-    }
-    greedy = best_zero_bubble_greedy_order(problem, stage_limits);
+    greedy = best_zero_bubble_greedy_order(problem, limits);
   } else if (needs_vshape(problem).empty()) {
     greedy = best_zero_bubble_v_greedy_order(problem, limits);
     // Below about 1F1B's peak the ZB-V greedy cannot start; there the authors search over
