@@ -1,6 +1,7 @@
 #include "heuristics/zero_bubble_memory.h"
 
 #include <algorithm>
+#include <functional>
 #include <limits>
 
 #include "heuristics/list_scheduler.h"
@@ -130,13 +131,6 @@ std::vector<int64_t> order_peak_live_bytes(const Problem& problem, const Order& 
   return peaks;
 }
 
-bool fits(const std::vector<int64_t>& peaks, const std::vector<int64_t>& limits) {
-  for (size_t r = 0; r < peaks.size(); ++r) {
-    if (peaks[r] > limits[r]) return false;
-  }
-  return true;
-}
-
 bool fits_budget(const Problem& problem, const std::vector<int64_t>& peaks) {
   for (int r = 0; r < problem.ranks; ++r) {
     if (peaks[r] > problem.activation_budget(r)) return false;
@@ -250,7 +244,8 @@ Order fastest_within(const Problem& problem, std::vector<Order> candidates,
   size_t best = 0;
   double best_makespan = std::numeric_limits<double>::infinity();
   for (size_t i = 0; i < candidates.size(); ++i) {
-    if (!fits(order_peak_live_bytes(problem, candidates[i]), limits)) continue;
+    const std::vector<int64_t> peaks = order_peak_live_bytes(problem, candidates[i]);
+    if (!std::equal(peaks.begin(), peaks.end(), limits.begin(), std::less_equal<>())) continue;
     SimulationOutcome timed = try_simulate(problem, candidates[i], "zero-bubble candidate");
     if (!timed.schedule || validate(problem, *timed.schedule)) continue;
     if (const double makespan = makespan_of(*timed.schedule); makespan < best_makespan) {
