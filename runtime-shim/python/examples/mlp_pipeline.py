@@ -75,8 +75,19 @@ def _close(a, b):
     return bool(((a - b).abs() <= 1e-6 * scale + RTOL * b.abs()).all())
 
 
+def _all_ranks(flag):
+    """Whether `flag` holds on every rank (a collective)."""
+    value = torch.tensor([1 if flag else 0])
+    dist.all_reduce(value, op=dist.ReduceOp.MIN)
+    return bool(value.item())
+
+
 def _run_job(rank, schedule_path, profile, hidden, batch_size, seed, offload, device="cpu",
-             steps=1):
+             steps=1, watch=None):
+    """Runs `steps` steps (the last one measured; earlier ones warm up). With `watch` (a dict:
+    "until", a file whose existence ends the run; "ready", a file rank 0 writes after its first
+    step), the pipeline watches the schedule's file and steps on, at least `steps` times, until
+    every rank has seen "until" (at most 5,000 steps)."""
     device = torch.device(device)
     cuda = device.type == "cuda"
     schedule = optpipe_rt.torch.load_schedule(schedule_path, profile)
@@ -84,10 +95,17 @@ def _run_job(rank, schedule_path, profile, hidden, batch_size, seed, offload, de
     mine = [s for s in range(num_stages) if schedule.stage(s)["rank"] == rank]
     modules = {s: stage_module(hidden, s, seed).to(device) for s in mine}
     stages = [PipelineStage(modules[s], s, num_stages, device) for s in mine]
-    pipeline = PipelineSchedule(stages, schedule, microbatches, loss_fn=loss_fn, profile=profile,
-                                offload=offload)
+    pipeline = PipelineSchedule(stages, schedule_path, microbatches, loss_fn=loss_fn,
+                                profile=profile, offload=offload, watch=watch is not None)
     x, y = (t.to(device) for t in batch(hidden, batch_size, seed))
-    for _ in range(steps):  # the last step is measured; earlier ones warm up
+    ref_losses, ref_grads = reference([stage_module(hidden, s, seed).to(device)
+                                       for s in range(num_stages)], x, y, microbatches)
+    grads_equal = losses_equal = True
+    step = 0
+    while True:
+        last = step + 1 >= steps
+        if watch is not None:
+            last = _all_ranks(last and os.path.exists(watch["until"])) or step + 1 >= 5000
         for module in modules.values():
             module.zero_grad(set_to_none=True)
         losses = []
@@ -103,21 +121,29 @@ def _run_job(rank, schedule_path, profile, hidden, batch_size, seed, offload, de
         if cuda:
             torch.cuda.synchronize(device)
         seconds = time.perf_counter() - start
+        grads_equal &= all(_close(p.grad, ref) for s in mine
+                           for p, ref in zip(modules[s].parameters(), ref_grads[s]))
+        losses_equal &= (all(abs(a.item() - b) <= RTOL * abs(b)
+                             for a, b in zip(losses, ref_losses)) and
+                         len(losses) == (microbatches if num_stages - 1 in mine else 0))
+        if watch is not None and step == 0 and rank == 0:
+            with open(watch["ready"], "w"):
+                pass
+        step += 1
+        if last:
+            break
     peak_allocated = torch.cuda.max_memory_allocated(device) - base if cuda else None
     stats = pipeline.offload_stats()
     pipeline.close()
-
-    ref_losses, ref_grads = reference([stage_module(hidden, s, seed).to(device)
-                                       for s in range(num_stages)], x, y, microbatches)
-    grads_equal = all(_close(p.grad, ref) for s in mine
-                      for p, ref in zip(modules[s].parameters(), ref_grads[s]))
-    losses_equal = all(abs(a.item() - b) <= RTOL * abs(b) for a, b in zip(losses, ref_losses))
     return {"rank": rank, "stages": mine, "grads_equal": grads_equal,
-            "losses_equal": losses_equal and len(losses) == (microbatches if
-                                                             num_stages - 1 in mine else 0),
+            "losses_equal": losses_equal, "steps": step,
             "losses": [float(v.detach()) for v in losses], "stats": vars(stats),
             "scheduled": vars(pipeline.scheduled), "step_seconds": seconds,
             "peak_allocated_bytes": peak_allocated,
+            "switches": [dict(vars(s), predicted_gain=s.predicted_gain)
+                         for s in pipeline.switches],
+            "method": pipeline.optpipe_schedule.method,
+            "predicted_makespan": pipeline.predicted_makespan,
             "microbatch_bytes": batch_size // microbatches * hidden * x.element_size()}
 
 
@@ -127,7 +153,8 @@ def _worker(rank, world, port, jobs, hidden, batch_size, seed, out_dir, device, 
     dist.init_process_group("gloo", store=store, rank=rank, world_size=world)
     try:
         results = [_run_job(rank, job["schedule"], job.get("profile"), hidden, batch_size, seed,
-                            job.get("offload", True), device, steps) for job in jobs]
+                            job.get("offload", True), device, steps, job.get("watch"))
+                   for job in jobs]
         with open(os.path.join(out_dir, f"rank{rank}.json"), "w") as f:
             json.dump(results, f)
     finally:
@@ -141,9 +168,11 @@ def _free_port():
 
 
 def run_many(jobs, hidden=64, batch_size=32, seed=1, device="cpu", steps=1):
-    """Runs one step of each job ({"schedule": path, "profile": path or None, "offload": bool})
-    in one group of CPU processes, one per rank (every job has the same rank count): per job, the
-    ranks' results (grads_equal, losses_equal, stats, scheduled, ...) in rank order."""
+    """Runs `steps` steps of each job ({"schedule": path, "profile": path or None, "offload":
+    bool, "watch": None or {"until": path, "ready": path}, see _run_job}) in one group of CPU
+    processes, one per rank (every job has the same rank count): per job, the ranks' results
+    (grads_equal and losses_equal over every step, stats of the last step, scheduled, switches,
+    ...) in rank order."""
     ranks = {optpipe_rt.torch.load_schedule(job["schedule"], job.get("profile")).ranks
              for job in jobs}
     if len(ranks) != 1:

@@ -24,6 +24,7 @@ import dataclasses
 import glob
 import hashlib
 import json
+import logging
 import math
 import os
 import shutil
@@ -35,13 +36,17 @@ from torch.distributed.pipelining import schedules as _schedules
 
 from . import Rank, Schedule
 from .saved_activations import SavedActivations
+from .schedule_watch import ScheduleWatch, schedule_makespan
 from .torch_pipelining import OffloadDriver, offload_plan
 from .torch_profile import profile_stages  # noqa: F401 (optpipe_rt.torch.profile_stages)
 
+logger = logging.getLogger("optpipe_rt")
+
 SUPPORTED_TORCH = ((2, 15),)  # (major, minor) releases whose pipelining runtime this is tested on
 
-__all__ = ["PipelineSchedule", "OffloadStats", "ScheduleMismatch", "SUPPORTED_TORCH",
-           "check_stages", "load_schedule", "profile_sha256"]
+__all__ = ["PipelineSchedule", "OffloadStats", "ScheduleMismatch", "ScheduleSwitch",
+           "SUPPORTED_TORCH", "check_stages", "load_schedule", "schedule_from_bytes",
+           "schedule_makespan", "profile_sha256"]
 
 _TORCH_OPS = {"F": _schedules.FORWARD, "B": _schedules.BACKWARD_INPUT,
               "W": _schedules.BACKWARD_WEIGHT, "BW": _schedules.FULL_BACKWARD}
@@ -102,24 +107,35 @@ def load_schedule(schedule, profile=None):
     if isinstance(schedule, Schedule):
         return schedule
     with open(schedule, "rb") as f:
-        head = f.read(8)
-    if head == b"OPSCHED\0":
-        return Schedule(schedule)
+        return schedule_from_bytes(f.read(), schedule, profile)
+
+
+def schedule_from_bytes(data, name, profile=None):
+    """An `optpipe_rt.Schedule` from the bytes of a .opsched or of a JSON schedule (converted
+    with `optpipe convert` and `profile`); `name` says where the bytes came from in errors."""
+    if data[:8] == b"OPSCHED\0":
+        return Schedule(data)
     if profile is None or isinstance(profile, dict):
-        raise ScheduleMismatch(f"{schedule}: a JSON schedule needs profile= (the path of the "
+        raise ScheduleMismatch(f"{name}: a JSON schedule needs profile= (the path of the "
                                "profile it was compiled for) to be converted; or pass the .opsched "
                                "written by `optpipe-compile --format bin`")
-    with open(schedule, encoding="utf-8") as f:
-        budgets = {rank["budget_bytes"] for rank in json.load(f).get("ranks", [])}
+    try:
+        budgets = {rank["budget_bytes"] for rank in json.loads(data).get("ranks", [])}
+    except (ValueError, AttributeError, KeyError, TypeError) as error:
+        raise ScheduleMismatch(f"{name}: neither an .opsched nor a JSON schedule: "
+                               f"{error}") from None
     with tempfile.TemporaryDirectory(prefix="optpipe-") as scratch:
-        out = os.path.join(scratch, "schedule.opsched")
-        command = [_optpipe_tool(), "convert", os.fspath(profile), os.fspath(schedule), out]
+        source, out = (os.path.join(scratch, "schedule" + ext) for ext in (".json", ".opsched"))
+        with open(source, "wb") as f:
+            f.write(data)
+        command = [_optpipe_tool(), "convert", os.fspath(profile), source, out]
         if len(budgets) == 1:  # the budget it was compiled for, which may be --memory-budget's
             command += ["--memory-budget", str(budgets.pop())]
         done = subprocess.run(command, capture_output=True, text=True)
         if done.returncode != 0:
-            raise ScheduleMismatch(f"{schedule}: optpipe convert refused it (exit "
-                                   f"{done.returncode}): {done.stderr.strip()}")
+            raise ScheduleMismatch(f"{name}: optpipe convert refused it (exit "
+                                   f"{done.returncode}): "
+                                   f"{done.stderr.strip().replace(source, os.fspath(name))}")
         with open(out, "rb") as f:
             return Schedule(f.read())
 
@@ -208,6 +224,23 @@ class _CountingDriver(OffloadDriver):
         self.rank.reload(stage, microbatch, target, nbytes)
 
 
+@dataclasses.dataclass
+class ScheduleSwitch:
+    """A change of schedule between steps (`PipelineSchedule.switches`)."""
+
+    step: int                    # the index of the first step run with the new schedule
+    method: str                  # the new schedule's method, as the compiler recorded it
+    makespan: float              # its predicted step time, in the schedule's time unit
+    previous_method: str
+    previous_makespan: float
+    digest: str                  # SHA-256 of the file's bytes that every rank agreed on
+
+    @property
+    def predicted_gain(self):
+        """The predicted step time saved, as a fraction of the previous schedule's."""
+        return 1.0 - self.makespan / self.previous_makespan if self.previous_makespan else 0.0
+
+
 class PipelineSchedule(_schedules._PipelineScheduleRuntime):
     """Runs an optpipe schedule on this rank's `PipelineStage`s.
 
@@ -222,13 +255,20 @@ class PipelineSchedule(_schedules._PipelineScheduleRuntime):
         host_pool_bytes: the pinned host pool's size (0: from the schedule and the tensors).
         offload: False runs the compute order alone, skipping the schedule's offloads, reloads
             and recomputes (to compare memory and step time with and without them).
+        watch: online incumbents: before every `watch_every`-th step, read the schedule's path
+            again and switch to the schedule it now holds (the one `optpipe-compile -o` replaces
+            with each better schedule it finds) when it opens, fits these stages, and every rank
+            of the pipeline reads the same bytes. Every rank must pass the same `watch` and
+            `watch_every` (the ranks agree in a collective at those steps).
+        watch_every: steps between two looks at the file (default 1).
         scale_grads: as for torch's schedules.
     Raises ScheduleMismatch before the first step when the schedule is for another world size,
     stage count or placement, microbatch count or profile.
     """
 
     def __init__(self, stages, schedule, n_microbatches, loss_fn=None, *, profile=None,
-                 host_pool_bytes=0, offload=True, scale_grads=True, **kwargs):
+                 host_pool_bytes=0, offload=True, watch=False, watch_every=1, scale_grads=True,
+                 **kwargs):
         if _torch_version() not in SUPPORTED_TORCH:
             supported = ", ".join(f"{a}.{b}" for a, b in SUPPORTED_TORCH)
             raise RuntimeError(f"optpipe_rt.torch supports torch {supported}, not "
@@ -237,11 +277,46 @@ class PipelineSchedule(_schedules._PipelineScheduleRuntime):
                                "(runtime-shim/python/requirements.txt)")
         if not stages:
             raise ValueError("stages: give this rank's PipelineStage objects")
-        self.optpipe_schedule = load_schedule(schedule, profile)
-        check_stages(self.optpipe_schedule, stages, n_microbatches, profile)
+        if watch and isinstance(schedule, Schedule):
+            raise ValueError("watch=True needs the schedule's path (the file optpipe-compile "
+                             "writes), not an opened Schedule")
+        if not isinstance(watch_every, int) or watch_every < 1:
+            raise ValueError(f"watch_every must be a positive integer, not {watch_every!r}")
+        digest = None
+        if isinstance(schedule, Schedule):
+            sched = schedule
+        else:
+            with open(schedule, "rb") as f:
+                data = f.read()
+            digest = hashlib.sha256(data).hexdigest()
+            sched = schedule_from_bytes(data, schedule, profile)
+        check_stages(sched, stages, n_microbatches, profile)
         super().__init__(stages, n_microbatches, loss_fn=loss_fn, scale_grads=scale_grads,
                          **kwargs)
-        sched, rank = self.optpipe_schedule, stages[0].group_rank
+        self._offload, self._host_pool_bytes = offload, host_pool_bytes
+        self._device = torch.device(stages[0].device)
+        self._saved = SavedActivations({s.stage_index: s.submod for s in stages}, self._device)
+        self._engine = None
+        self._install(sched)
+        self._driver = None
+        self._history = []
+        self._restore = []
+        self.switches = []
+        self._steps = 0
+        self._watch = None
+        if watch:
+            self._group = stages[0].group
+            self._watch_every = watch_every
+            self._watch = ScheduleWatch(
+                schedule, lambda data: schedule_from_bytes(data, schedule, profile),
+                lambda new: check_stages(new, stages, n_microbatches, profile), digest)
+        for stage in stages:
+            self._attach(stage)
+
+    def _install(self, sched):
+        """Makes `sched` the schedule the next step runs: torch's action lists with their
+        communication, this rank's offload plan and recomputes, and an offload engine for it."""
+        rank = self._stages[0].group_rank
         orders = {r: [_schedules._Action(stage, _TORCH_OPS[op], mb)
                       for op, stage, mb, *_ in sched.actions(r) if op in _TORCH_OPS]
                   for r in range(sched.ranks)}
@@ -249,22 +324,46 @@ class PipelineSchedule(_schedules._PipelineScheduleRuntime):
         self._prepare_schedule_with_comms(orders)
 
         actions = sched.actions(rank)
-        if not offload:
+        if not self._offload:
             actions = [action for action in actions if action[0] in _TORCH_OPS]
         self._recomputed = {(stage, mb) for op, stage, mb, *_ in actions if op == "R"}
         self.scheduled = OffloadStats(
             offloads=sum(op == "OFFLOAD" for op, *_ in actions),
             reloads=sum(op == "RELOAD" for op, *_ in actions),
             recomputes=len(self._recomputed))
-        self._plan = offload_plan(sched, rank) if offload else {None: []}
-        self._device = torch.device(stages[0].device)
-        self._saved = SavedActivations({s.stage_index: s.submod for s in stages}, self._device)
-        self._engine = _Engine(sched, rank, self._device, host_pool_bytes)
-        self._driver = None
-        self._history = []
-        self._restore = []
-        for stage in stages:
-            self._attach(stage)
+        self._plan = offload_plan(sched, rank) if self._offload else {None: []}
+        if self._engine is not None:
+            self._engine.close()
+        self._engine = _Engine(sched, rank, self._device, self._host_pool_bytes)
+        self.optpipe_schedule = sched
+        self.predicted_makespan = schedule_makespan(sched)
+
+    def _agreed(self, digest):
+        """Whether every rank of the pipeline proposes `digest` (a collective on every rank)."""
+        backend = torch.distributed.get_backend(self._group)
+        device = self._device if backend != "gloo" else torch.device("cpu")
+        mine = torch.tensor(list(bytes.fromhex(digest)), dtype=torch.uint8, device=device)
+        every = [torch.empty_like(mine) for _ in range(self._stages[0].group_size)]
+        torch.distributed.all_gather(every, mine, group=self._group)
+        return all(torch.equal(other, mine) for other in every)
+
+    def _switch_if_agreed(self):
+        candidate = self._watch.poll()
+        proposal = candidate.digest if candidate is not None else self._watch.running_digest
+        if not self._agreed(proposal) or candidate is None:
+            return
+        before = (self.optpipe_schedule.method, self.predicted_makespan)
+        self._install(candidate.schedule)
+        self._watch.running(candidate.digest)
+        switch = ScheduleSwitch(self._steps, self.optpipe_schedule.method,
+                                self.predicted_makespan, *before, candidate.digest)
+        self.switches.append(switch)
+        unit = self.optpipe_schedule.time_unit
+        logger.info("optpipe_rt: rank %d: step %d runs %s's schedule from %s: predicted step "
+                    "%.3f %s, was %.3f %s (%s), predicted gain %.1f%%", self.rank, switch.step,
+                    switch.method, self._watch.path, switch.makespan, unit,
+                    switch.previous_makespan, unit, switch.previous_method,
+                    100 * switch.predicted_gain)
 
     def _attach(self, stage):
         s = stage.stage_index
@@ -309,7 +408,10 @@ class PipelineSchedule(_schedules._PipelineScheduleRuntime):
         self._restore.append((stage, handle))
 
     def step(self, *args, **kwargs):
-        """One iteration, as torch's schedules' step(*args, target=..., losses=...)."""
+        """One iteration, as torch's schedules' step(*args, target=..., losses=...). With
+        watch=True, first switches to a newer schedule when every rank agrees on it."""
+        if self._watch is not None and self._steps % self._watch_every == 0:
+            self._switch_if_agreed()
         self._engine.stats = OffloadStats(host_pool_bytes=self._engine.stats.host_pool_bytes)
         self._saved.reset_peak()
         self._driver = _CountingDriver(self._engine, self._saved, self._plan)
@@ -324,6 +426,7 @@ class PipelineSchedule(_schedules._PipelineScheduleRuntime):
         stats = self._engine.stats
         stats.peak_resident_bytes = self._saved.peak_resident_bytes
         self._history.append(stats)
+        self._steps += 1
         return result
 
     def offload_stats(self, step=-1):
