@@ -7,7 +7,9 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <iostream>
 #include <random>
+#include <vector>
 
 #include "driver/compile_driver.h"
 #include "heuristics/one_f_one_b.h"
@@ -66,6 +68,7 @@ TEST(TightMemoryDifferential, AutoIsNeverSlowerThanItsPortfolioAndAlwaysValid) {
   std::mt19937 rng(20261207);
   int scheduled = 0;
   int moving = 0;
+  std::vector<double> gaps;  // makespan / reported lower bound - 1, per scheduled problem
   const int count = problems();
   for (int i = 0; i < count; ++i) {
     const Problem problem = memory_tight(testing::random_problem(rng), rng);
@@ -89,6 +92,17 @@ TEST(TightMemoryDifferential, AutoIsNeverSlowerThanItsPortfolioAndAlwaysValid) {
       EXPECT_LE(makespan, c.metrics.makespan * (1 + 1e-12)) << "problem " << i << ": " << c.method;
     }
     moving += testing::has_action(best, Op::kOffload) || testing::has_action(best, Op::kRecompute);
+    const double bound = result.best.metrics.lower_bound;
+    EXPECT_LE(bound, makespan * (1 + 1e-9)) << "problem " << i;
+    gaps.push_back(makespan / bound - 1);
+  }
+  // The bench reads the gaps to the reported bound (docs/benchmarks.md); the test asserts only
+  // that the bound holds.
+  if (!gaps.empty()) {
+    std::sort(gaps.begin(), gaps.end());
+    std::cout << "gap to the reported lower bound over " << gaps.size() << " problems: median "
+              << 100 * gaps[gaps.size() / 2] << "%, 90th percentile "
+              << 100 * gaps[gaps.size() * 9 / 10] << "%, largest " << 100 * gaps.back() << "%\n";
   }
   // The draws exercise what they are meant to: most fit, many by offloading or recomputing.
   EXPECT_GT(scheduled, count / 2);
