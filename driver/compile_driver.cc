@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <functional>
 
 #include "bounds/makespan_lower_bound.h"
@@ -121,7 +122,8 @@ Problem with_uniform_budget(const Problem& problem, int64_t budget) {
 // The candidate that comes closest to the budget, the ranks it leaves short, and the smallest
 // budget at which some method of `method` would fit.
 std::string over_budget_message(const Problem& problem, const std::string& method,
-                                const std::vector<Candidate>& tried) {
+                                const std::vector<Candidate>& tried,
+                                const std::function<bool()>& stop) {
   const Candidate* closest = &tried.front();
   for (const Candidate& c : tried) {
     if (highest_peak(c) < highest_peak(*closest)) closest = &c;
@@ -141,12 +143,19 @@ std::string over_budget_message(const Problem& problem, const std::string& metho
                                       format_bytes_short(rm.budget_bytes)));
   }
   if (unnamed > 0) short_ranks.push_back(fmt::format("and {} more ranks", unnamed));
-  const std::optional<int64_t> smallest = smallest_feasible_budget(problem, method);
+  const FeasibleBudget smallest =
+      smallest_feasible_budget(problem, method, stop, highest_peak(*closest));
+  std::string fix = "no budget makes it fit (an activation larger than the device?)";
+  if (smallest.bytes) {
+    fix = fmt::format("{} fits {} --memory-budget {} ({}){}", method,
+                      smallest.cut_short ? "at" : "from", *smallest.bytes,
+                      format_bytes_short(*smallest.bytes),
+                      smallest.cut_short ? "; the time limit or an interrupt ended the search "
+                                           "for a smaller budget"
+                                         : "");
+  }
   return fmt::format("no schedule fits the memory budget of {}: the closest, {}, leaves {}; {}",
-                     problem.name, closest->method, fmt::join(short_ranks, ", "),
-                     smallest ? fmt::format("{} fits from --memory-budget {} ({})", method,
-                                            *smallest, format_bytes_short(*smallest))
-                              : "no budget makes it fit (an activation larger than the device?)");
+                     problem.name, closest->method, fmt::join(short_ranks, ", "), fix);
 }
 
 }  // namespace
@@ -213,7 +222,7 @@ CompileResult compile(const Problem& problem, const CompileOptions& options) {
   }
   if (!result.ranking.front().rejection.empty()) {
     result.status = CompileStatus::kOverBudget;
-    result.over_budget_message = over_budget_message(problem, method, result.ranking);
+    result.over_budget_message = over_budget_message(problem, method, result.ranking, stop);
     return result;
   }
   result.best = result.ranking.front();
@@ -257,10 +266,16 @@ CompileResult compile(const Problem& problem, const CompileOptions& options) {
   return result;
 }
 
-std::optional<int64_t> smallest_feasible_budget(const Problem& problem, const std::string& method) {
+FeasibleBudget smallest_feasible_budget(const Problem& problem, const std::string& method,
+                                        const std::function<bool()>& stop,
+                                        std::optional<int64_t> guess) {
+  // A probe asks only whether some generator fits: it stops at the first that does.
+  const auto at_first_fit = [] { return true; };
   auto fits = [&](int64_t budget) {
     const Problem at_budget = with_uniform_budget(problem, budget);
-    return rank_generators(at_budget, method, kTrivialBound).front().rejection.empty();
+    return rank_generators(at_budget, method, kTrivialBound, at_first_fit)
+        .front()
+        .rejection.empty();
   };
   int64_t lo = *std::max_element(problem.static_bytes.begin(), problem.static_bytes.end());
   // Every activation of a rank live at once: GPipe's peak, enough for any order.
@@ -270,19 +285,34 @@ std::optional<int64_t> smallest_feasible_budget(const Problem& problem, const st
     for (int s : problem.stages_of_rank(r)) all += problem.stages[s].activation_bytes;
     hi = std::max(hi, all * std::max(1, problem.microbatches));
   }
-  if (!fits(hi)) return std::nullopt;
-  // To 0.1% (at least 1 MiB): about a dozen probes.
-  const int64_t tolerance = std::max<int64_t>(int64_t{1} << 20, hi / 1000);
-  while (hi - lo > tolerance) {
-    const int64_t mid = lo + (hi - lo) / 2;
+  FeasibleBudget found;
+  if (guess && *guess > lo && *guess < hi && fits(*guess)) {
+    hi = *guess;
+  } else if (!fits(hi)) {
+    return found;
+  }
+  found.bytes = hi;
+  // hi can be thousands of times the answer (every microbatch's activations): the probes halve
+  // the ratio hi / lo, not the difference, and end within 0.1% of the answer (at least 1 MiB),
+  // in about a dozen probes.
+  while (hi - lo > std::max<int64_t>(int64_t{1} << 20, hi / 1000)) {
+    if (stop && stop()) {
+      found.cut_short = true;
+      break;
+    }
+    const double geometric = std::sqrt(static_cast<double>(std::max<int64_t>(lo, 1))) *
+                             std::sqrt(static_cast<double>(hi));
+    const int64_t mid = std::clamp(static_cast<int64_t>(geometric), lo + (hi - lo) / 64,
+                                   hi - (hi - lo) / 64);
     (fits(mid) ? hi : lo) = mid;
   }
-  return hi;
+  found.bytes = hi;
+  return found;
 }
 
 std::vector<FrontierPoint> memory_frontier(const Problem& problem, int points) {
   std::vector<FrontierPoint> frontier;
-  const std::optional<int64_t> smallest = smallest_feasible_budget(problem, "auto");
+  const std::optional<int64_t> smallest = smallest_feasible_budget(problem, "auto").bytes;
   if (!smallest) return frontier;
   // 1F1B's peak, or that of its counterpart with several chunks (ZB-V has 1F1B's peak).
   const char* reference = problem.chunks_per_rank == 1                  ? "1f1b"

@@ -3,6 +3,7 @@
 // best.
 #pragma once
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -64,9 +65,22 @@ CompileResult compile(const Problem& problem, const CompileOptions& options);
 // A generator alone (or "auto" without the optimiser).
 CompileResult compile(const Problem& problem, const std::string& method);
 
+// What smallest_feasible_budget found.
+struct FeasibleBudget {
+  // A budget, the same on every rank, at which some generator fits; none when none fits even with
+  // every activation live at once.
+  std::optional<int64_t> bytes;
+  // `stop` ended the search: `bytes` fits but a smaller budget may too.
+  bool cut_short = false;
+};
+
 // The smallest budget, the same on every rank, at which some generator of `method` ("auto": any)
-// fits, to within 0.1%; nullopt when none fits even with every activation live at once.
-std::optional<int64_t> smallest_feasible_budget(const Problem& problem, const std::string& method);
+// fits, to within 0.1% of it. `guess`, when given, is probed first (the peak of the schedule that
+// came closest, say): where it fits, the search starts below it. `stop` (the time limit, an
+// interrupt), asked between probes, ends the search with the smallest budget found to fit so far.
+FeasibleBudget smallest_feasible_budget(const Problem& problem, const std::string& method,
+                                        const std::function<bool()>& stop = nullptr,
+                                        std::optional<int64_t> guess = std::nullopt);
 
 struct FrontierPoint {
   int64_t budget_bytes;

@@ -80,5 +80,39 @@ TEST(Compile, SaysWhenNothingFitsTheBudget) {
       << result.over_budget_message;
 }
 
+// The smallest budget is found to 0.1% of itself, not of every activation live at once, which at
+// m = 1,024 is a whole activation and more; and where nothing fits, the search takes the time
+// limit as the rest of the compile does.
+Problem with_budget(Problem p, int64_t budget) {
+  p.budget_bytes.assign(p.ranks, budget);
+  return p;
+}
+
+TEST(SmallestFeasibleBudget, IsWithinATenthOfAPercentOfItself) {
+  testing::UniformCosts costs;
+  costs.activation_bytes = int64_t{1} << 30;
+  Problem p = testing::uniform_problem(2, 1, 1024, costs);
+  p.static_bytes.assign(p.ranks, int64_t{64} << 30);
+  const FeasibleBudget smallest = smallest_feasible_budget(p, "auto");
+  ASSERT_TRUE(smallest.bytes);
+  EXPECT_FALSE(smallest.cut_short);
+  const int64_t b = *smallest.bytes;
+  EXPECT_EQ(compile(with_budget(p, b), "auto").status, CompileStatus::kScheduled) << b;
+  EXPECT_EQ(compile(with_budget(p, b - b / 500), "auto").status, CompileStatus::kOverBudget) << b;
+}
+
+TEST(SmallestFeasibleBudget, StopsAtTheFirstBudgetThatFitsWhenAskedTo) {
+  testing::UniformCosts costs;
+  costs.activation_bytes = int64_t{1} << 30;
+  Problem p = testing::uniform_problem(2, 1, 1024, costs);
+  p.static_bytes.assign(p.ranks, int64_t{64} << 30);
+  const int64_t closest = (int64_t{64} << 30) + (int64_t{3} << 30);
+  const FeasibleBudget found = smallest_feasible_budget(p, "auto", [] { return true; }, closest);
+  EXPECT_TRUE(found.cut_short);
+  ASSERT_TRUE(found.bytes);
+  EXPECT_EQ(*found.bytes, closest);  // the guess fits, and no probe followed it
+  EXPECT_EQ(compile(with_budget(p, closest), "auto").status, CompileStatus::kScheduled);
+}
+
 }  // namespace
 }  // namespace optpipe
