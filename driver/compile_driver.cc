@@ -291,7 +291,6 @@ FeasibleBudget smallest_feasible_budget(const Problem& problem, const std::strin
   } else if (!fits(hi)) {
     return found;
   }
-  found.bytes = hi;
   // hi can be thousands of times the answer (every microbatch's activations): the probes halve
   // the ratio hi / lo, not the difference, and end within 0.1% of the answer (at least 1 MiB),
   // in about a dozen probes.
