@@ -12,6 +12,8 @@ const char* to_string(BoundSource source) {
       return "memory_pacing";
     case BoundSource::kRecomputeTime:
       return "recompute_time";
+    case BoundSource::kDeferredWeights:
+      return "deferred_weights";
     case BoundSource::kMemory:
       return "memory";
     case BoundSource::kSolver:

@@ -5,12 +5,13 @@
 namespace optpipe {
 
 enum class BoundSource {
-  kCriticalPath,   // one microbatch's ops through all stages and back
-  kSequencing,     // a rank's F, B and W ops between their heads and tails
-  kMemoryPacing,   // the same, with Fs waiting for room on their rank
-  kRecomputeTime,  // the same, with the R time the rank's memory needs
-  kMemory,         // the activations' area and whole time under the budget
-  kSolver,         // CBC's proven bound
+  kCriticalPath,     // one microbatch's ops through all stages and back
+  kSequencing,       // a rank's F, B and W ops between their heads and tails
+  kMemoryPacing,     // the same, with Fs waiting for room on their rank
+  kRecomputeTime,    // the same, with the R time the rank's memory needs
+  kDeferredWeights,  // the same, with Ws that the rank's memory keeps from waiting to the end
+  kMemory,           // the activations' area and whole time under the budget
+  kSolver,           // CBC's proven bound
 };
 
 const char* to_string(BoundSource source);

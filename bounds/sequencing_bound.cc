@@ -7,6 +7,7 @@
 #include <utility>
 #include <vector>
 
+#include "bounds/deferred_weights.h"
 #include "bounds/microbatch_paths.h"
 #include "bounds/paced_heads.h"
 #include "bounds/paced_tails.h"
@@ -167,13 +168,21 @@ double with_recompute_time(std::vector<Job> jobs, Job recompute, const RankMemor
 }
 
 // The rank's F, B and W ops as jobs, with these heads, and with these paced tails of F and B
-// (bounds/paced_tails.h) where they are longer than the paths'.
+// (bounds/paced_tails.h) where they are longer than the paths'. With paced tails, the memory also
+// limits how many Ws wait behind later Bs (bounds/deferred_weights.h): each W's tail and each
+// B's head are raised by it, unless `defer_freely`.
 std::vector<Job> rank_jobs(const Problem& problem,
                            const std::vector<std::vector<OpFamily>>& families, const OpHeads& heads,
-                           const OpHeads* tails, int rank) {
+                           const OpHeads* tails, int rank, bool defer_freely = false) {
   const int m = problem.microbatches;
   std::vector<Job> jobs;
+  // Per type, the index in `jobs` of each op's job and its index k in its family.
+  std::array<std::vector<std::pair<size_t, int>>, 3> of_type_at;
+  double least_backward = kInfinity;
+  double least_weight = kInfinity;
   for (int s : problem.stages_of_rank(rank)) {
+    least_backward = std::min(least_backward, problem.stages[s].backward_input);
+    least_weight = std::min(least_weight, problem.stages[s].backward_weight);
     for (size_t type = 0; type < kHeadsOfType.size(); ++type) {
       const OpFamily& family = families[s][type];
       const auto of_type = kHeadsOfType[type];
@@ -183,9 +192,28 @@ std::vector<Job> rank_jobs(const Problem& problem,
         double tail = std::max(family.tail_via_stage_zero.at(from_last),
                                family.tail_via_own_weight.at(from_last));
         if (paced) tail = std::max(tail, (tails->*of_type)[s][from_last]);
+        of_type_at[type].emplace_back(jobs.size(), k);
         jobs.push_back({(heads.*kHeadsOfType[type])[s][k], family.duration, tail});
       }
     }
+  }
+  if (!tails || defer_freely) return jobs;
+  const int most_deferred =
+      most_deferred_weights(problem, rank, static_cast<int>(of_type_at[1].size()));
+  std::vector<double> backward_tails, weight_heads;
+  for (const auto& [job, k] : of_type_at[1]) backward_tails.push_back(jobs[job].tail);
+  for (const auto& [job, k] : of_type_at[2]) weight_heads.push_back(jobs[job].head);
+  const std::vector<double> weight_tails =
+      deferred_weight_tails(std::move(backward_tails), most_deferred, least_backward);
+  const std::vector<double> backward_heads =
+      deferred_backward_heads(std::move(weight_heads), most_deferred, least_weight);
+  // The k-th op of a family is at least the k-th of the rank's ops of its type, and the bounds
+  // grow with k.
+  for (const auto& [job, k] : of_type_at[2]) {
+    jobs[job].tail = std::max(jobs[job].tail, weight_tails[m - 1 - k]);
+  }
+  for (const auto& [job, k] : of_type_at[1]) {
+    jobs[job].head = std::max(jobs[job].head, backward_heads[k]);
   }
   return jobs;
 }
@@ -242,18 +270,23 @@ class Relaxation {
 
   // The bound with the heads paced for schedules that end by `makespan` (bounds/paced_heads.h).
   // Its source: kRecomputeTime where the R time raises it above the ranks' F, B and W jobs alone,
-  // else kMemoryPacing where their paced heads raise it above their unpaced ones.
+  // else kDeferredWeights where the Ws that memory keeps from waiting raise those above the same
+  // jobs free to defer them, else kMemoryPacing where their paced heads raise it above their
+  // unpaced ones.
   LowerBound paced_bound(double makespan = kInfinity) const {
-    const OpHeads heads =
-        makespan == kInfinity
-            ? paced_
-            : paced_heads(problem_, start_for_makespans(), makespan, nullptr, {}, stop_);
+    const OpHeads heads = makespan == kInfinity ? paced_
+                                                : paced_heads(problem_, start_for_makespans(),
+                                                              makespan, nullptr, {}, stop_);
     double jobs_alone = 0;
+    double deferring_freely = 0;
     double bound = 0;
     for (int r = 0; r < problem_.ranks; ++r) {
       std::vector<Job> jobs = rank_jobs(problem_, families_, heads, &tails_, r);
       double rank = jackson_preemptive_bound(jobs);
       jobs_alone = std::max(jobs_alone, rank);
+      deferring_freely = std::max(
+          deferring_freely, jackson_preemptive_bound(rank_jobs(problem_, families_, heads, &tails_,
+                                                               r, /*defer_freely=*/true)));
       const RankMemoryNeed& need = needs_[r];
       if (need.recomputes() && need.area.per_time > 0) {
         rank = with_recompute_time(std::move(jobs), recompute_job(problem_, families_, heads, r),
@@ -265,6 +298,7 @@ class Relaxation {
       return value > without * (1 + kSameSumMargin);
     };
     if (raised(bound, jobs_alone)) return {bound, BoundSource::kRecomputeTime};
+    if (raised(bound, deferring_freely)) return {bound, BoundSource::kDeferredWeights};
     return {bound,
             raised(bound, unpaced_bound_) ? BoundSource::kMemoryPacing : BoundSource::kSequencing};
   }

@@ -214,8 +214,11 @@ Schedule recomputing_1f1b(Problem& problem, int64_t checkpoint_bytes) {
   return simulate(problem, recompute_all(one_f_one_b_order(problem)), "1f1b+recompute");
 }
 
-double exhaustive_optimum(const Problem& problem, bool fifo) {
-  std::vector<std::vector<std::vector<OpRef>>> per_rank;  // all orders of each rank
+namespace {
+
+// Every order of split F/B/W ops of each rank's one stage (exhaustive_optimum), per rank.
+std::vector<std::vector<std::vector<OpRef>>> every_rank_order(const Problem& problem, bool fifo) {
+  std::vector<std::vector<std::vector<OpRef>>> per_rank;
   for (int r = 0; r < problem.ranks; ++r) {
     const int stage = problem.stages_of_rank(r).front();
     std::vector<std::vector<OpRef>> orders;
@@ -242,21 +245,81 @@ double exhaustive_optimum(const Problem& problem, bool fifo) {
     extend();
     per_rank.push_back(std::move(orders));
   }
+  return per_rank;
+}
+
+// The least makespan of the valid schedules that `time` gives (nullopt: none) over every
+// combination of one order per rank, each given to `variants` for the orders to time.
+double best_over_orders(const Problem& problem, bool fifo,
+                        const std::function<std::vector<Order>(const Order&)>& variants,
+                        const std::function<Schedule(const Order&)>& time) {
+  const std::vector<std::vector<std::vector<OpRef>>> per_rank = every_rank_order(problem, fifo);
   double best = std::numeric_limits<double>::infinity();
   std::vector<size_t> pick(problem.ranks, 0);
   while (true) {
     Order order;
     for (int r = 0; r < problem.ranks; ++r) order.ranks.push_back(per_rank[r][pick[r]]);
-    try {
-      const Schedule s = simulate(problem, order, "exhaustive");
-      if (!validate(problem, s)) best = std::min(best, compute_metrics(problem, s).makespan);
-    } catch (const DeadlockError&) {
+    for (const Order& variant : variants(order)) {
+      try {
+        const Schedule s = time(variant);
+        if (!validate(problem, s)) best = std::min(best, compute_metrics(problem, s).makespan);
+      } catch (const DeadlockError&) {
+      }
     }
     int r = 0;
     while (r < problem.ranks && ++pick[r] == per_rank[r].size()) pick[r++] = 0;
     if (r == problem.ranks) break;
   }
   return best;
+}
+
+// `order` with OFFLOAD listed right after F(j) of rank 0 for each j in `offloaded` (a bit mask),
+// and its RELOAD `lookahead` compute ops before B(j), never before the OFFLOAD.
+Order offloading_rank_zero(const Order& order, unsigned offloaded, int lookahead) {
+  Order result = order;
+  std::vector<OpRef>& refs = result.ranks[0];
+  for (int j = 0; j < static_cast<int>(sizeof(offloaded) * 8); ++j) {
+    if (!(offloaded >> j & 1u)) continue;
+    auto is = [&](Op op) {
+      return [op, j](const OpRef& ref) { return ref.op == op && ref.microbatch == j; };
+    };
+    const auto forward = std::find_if(refs.begin(), refs.end(), is(Op::kForward));
+    if (forward == refs.end()) continue;
+    const OpRef f = *forward;
+    refs.insert(forward + 1, {Op::kOffload, f.stage, j});
+    const long offload_at = std::find_if(refs.begin(), refs.end(), is(Op::kOffload)) - refs.begin();
+    long at = std::find_if(refs.begin(), refs.end(), is(Op::kBackwardInput)) - refs.begin();
+    for (int back = 0; back < lookahead && at > offload_at + 1; ++back) {
+      do --at;
+      while (at > offload_at + 1 && !is_compute(refs[at].op));
+    }
+    refs.insert(refs.begin() + at, {Op::kReload, f.stage, j});
+  }
+  return result;
+}
+
+}  // namespace
+
+double exhaustive_optimum(const Problem& problem, bool fifo) {
+  return best_over_orders(
+      problem, fifo, [](const Order& order) { return std::vector<Order>{order}; },
+      [&](const Order& order) { return simulate(problem, order, "exhaustive"); });
+}
+
+double exhaustive_offloading_optimum(const Problem& problem, bool fifo) {
+  const unsigned subsets = 1u << problem.microbatches;
+  return best_over_orders(
+      problem, fifo,
+      [&](const Order& order) {
+        std::vector<Order> variants;
+        for (unsigned offloaded = 0; offloaded < subsets; ++offloaded) {
+          for (int lookahead = 0; lookahead <= (offloaded ? 2 : 0); ++lookahead) {
+            variants.push_back(offloading_rank_zero(order, offloaded, lookahead));
+          }
+        }
+        return variants;
+      },
+      [&](const Order& order) { return simulate_within_budget(problem, order, "exhaustive"); });
 }
 
 }  // namespace optpipe::testing

@@ -96,4 +96,10 @@ Schedule recomputing_1f1b(Problem& problem, int64_t checkpoint_bytes);
 // within the budget, for v = 1. Orders that deadlock are skipped. Exponential: R <= 3, m <= 4.
 double exhaustive_optimum(const Problem& problem, bool fifo);
 
+// The same over those orders with every set of rank 0's activations offloaded (each OFFLOAD listed
+// right after its F, each RELOAD 0, 1 or 2 compute ops before its B), timed with the memory fence
+// (simulate_within_budget): the best schedule of that family, so no bound may be above it.
+// `problem` has a link. Exponential: R = 2, m <= 3.
+double exhaustive_offloading_optimum(const Problem& problem, bool fifo);
+
 }  // namespace optpipe::testing
