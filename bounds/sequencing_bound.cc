@@ -168,21 +168,14 @@ double with_recompute_time(std::vector<Job> jobs, Job recompute, const RankMemor
 }
 
 // The rank's F, B and W ops as jobs, with these heads, and with these paced tails of F and B
-// (bounds/paced_tails.h) where they are longer than the paths'. With paced tails, the memory also
-// limits how many Ws wait behind later Bs (bounds/deferred_weights.h): each W's tail and each
-// B's head are raised by it, unless `defer_freely`.
-std::vector<Job> rank_jobs(const Problem& problem,
-                           const std::vector<std::vector<OpFamily>>& families, const OpHeads& heads,
-                           const OpHeads* tails, int rank, bool defer_freely = false) {
+// (bounds/paced_tails.h) where they are longer than the paths'; every W free to wait for the end.
+// Laid out per stage of the rank (in stages_of_rank order), its m Fs, then Bs, then Ws, k from 0.
+std::vector<Job> rank_jobs_deferring_freely(const Problem& problem,
+                                            const std::vector<std::vector<OpFamily>>& families,
+                                            const OpHeads& heads, const OpHeads* tails, int rank) {
   const int m = problem.microbatches;
   std::vector<Job> jobs;
-  // Per type, the index in `jobs` of each op's job and its index k in its family.
-  std::array<std::vector<std::pair<size_t, int>>, 3> of_type_at;
-  double least_backward = kInfinity;
-  double least_weight = kInfinity;
   for (int s : problem.stages_of_rank(rank)) {
-    least_backward = std::min(least_backward, problem.stages[s].backward_input);
-    least_weight = std::min(least_weight, problem.stages[s].backward_weight);
     for (size_t type = 0; type < kHeadsOfType.size(); ++type) {
       const OpFamily& family = families[s][type];
       const auto of_type = kHeadsOfType[type];
@@ -192,29 +185,58 @@ std::vector<Job> rank_jobs(const Problem& problem,
         double tail = std::max(family.tail_via_stage_zero.at(from_last),
                                family.tail_via_own_weight.at(from_last));
         if (paced) tail = std::max(tail, (tails->*of_type)[s][from_last]);
-        of_type_at[type].emplace_back(jobs.size(), k);
         jobs.push_back({(heads.*kHeadsOfType[type])[s][k], family.duration, tail});
       }
     }
   }
-  if (!tails || defer_freely) return jobs;
-  const int most_deferred =
-      most_deferred_weights(problem, rank, static_cast<int>(of_type_at[1].size()));
+  return jobs;
+}
+
+// Raises the tail of each W and the head of each B of `jobs` (rank_jobs_deferring_freely's
+// layout) by the few Ws the rank's memory lets wait behind later Bs (bounds/deferred_weights.h).
+void limit_deferred_weights(const Problem& problem, int rank, std::vector<Job>& jobs) {
+  const int m = problem.microbatches;
+  const std::vector<int> stages = problem.stages_of_rank(rank);
+  auto job_at = [&](size_t stage_index, int type, int k) -> Job& {
+    return jobs[(stage_index * kHeadsOfType.size() + type) * m + k];
+  };
+  constexpr int kBackward = 1, kWeight = 2;  // F, B, W
+  double least_backward = kInfinity;
+  double least_weight = kInfinity;
   std::vector<double> backward_tails, weight_heads;
-  for (const auto& [job, k] : of_type_at[1]) backward_tails.push_back(jobs[job].tail);
-  for (const auto& [job, k] : of_type_at[2]) weight_heads.push_back(jobs[job].head);
+  for (size_t i = 0; i < stages.size(); ++i) {
+    least_backward = std::min(least_backward, problem.stages[stages[i]].backward_input);
+    least_weight = std::min(least_weight, problem.stages[stages[i]].backward_weight);
+    for (int k = 0; k < m; ++k) {
+      backward_tails.push_back(job_at(i, kBackward, k).tail);
+      weight_heads.push_back(job_at(i, kWeight, k).head);
+    }
+  }
+  const int most_deferred =
+      most_deferred_weights(problem, rank, static_cast<int>(backward_tails.size()));
   const std::vector<double> weight_tails =
       deferred_weight_tails(std::move(backward_tails), most_deferred, least_backward);
   const std::vector<double> backward_heads =
       deferred_backward_heads(std::move(weight_heads), most_deferred, least_weight);
   // The k-th op of a family is at least the k-th of the rank's ops of its type, and the bounds
   // grow with k.
-  for (const auto& [job, k] : of_type_at[2]) {
-    jobs[job].tail = std::max(jobs[job].tail, weight_tails[m - 1 - k]);
+  for (size_t i = 0; i < stages.size(); ++i) {
+    for (int k = 0; k < m; ++k) {
+      Job& weight = job_at(i, kWeight, k);
+      weight.tail = std::max(weight.tail, weight_tails[m - 1 - k]);
+      Job& backward = job_at(i, kBackward, k);
+      backward.head = std::max(backward.head, backward_heads[k]);
+    }
   }
-  for (const auto& [job, k] : of_type_at[1]) {
-    jobs[job].head = std::max(jobs[job].head, backward_heads[k]);
-  }
+}
+
+// The rank's jobs for the bound: with paced tails, the memory also limits how many Ws wait
+// behind later Bs; without (the unpaced bound), every W may.
+std::vector<Job> rank_jobs(const Problem& problem,
+                           const std::vector<std::vector<OpFamily>>& families, const OpHeads& heads,
+                           const OpHeads* tails, int rank) {
+  std::vector<Job> jobs = rank_jobs_deferring_freely(problem, families, heads, tails, rank);
+  if (tails) limit_deferred_weights(problem, rank, jobs);
   return jobs;
 }
 
@@ -281,12 +303,11 @@ class Relaxation {
     double deferring_freely = 0;
     double bound = 0;
     for (int r = 0; r < problem_.ranks; ++r) {
-      std::vector<Job> jobs = rank_jobs(problem_, families_, heads, &tails_, r);
+      std::vector<Job> jobs = rank_jobs_deferring_freely(problem_, families_, heads, &tails_, r);
+      deferring_freely = std::max(deferring_freely, jackson_preemptive_bound(jobs));
+      limit_deferred_weights(problem_, r, jobs);
       double rank = jackson_preemptive_bound(jobs);
       jobs_alone = std::max(jobs_alone, rank);
-      deferring_freely = std::max(
-          deferring_freely, jackson_preemptive_bound(rank_jobs(problem_, families_, heads, &tails_,
-                                                               r, /*defer_freely=*/true)));
       const RankMemoryNeed& need = needs_[r];
       if (need.recomputes() && need.area.per_time > 0) {
         rank = with_recompute_time(std::move(jobs), recompute_job(problem_, families_, heads, r),

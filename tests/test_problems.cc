@@ -248,23 +248,28 @@ std::vector<std::vector<std::vector<OpRef>>> every_rank_order(const Problem& pro
   return per_rank;
 }
 
-// The least makespan of the valid schedules that `time` gives (nullopt: none) over every
-// combination of one order per rank, each given to `variants` for the orders to time.
+// The least makespan of the valid schedules that `time` gives over every combination of one
+// order per rank, each timed as it is or, given `variants`, the orders it returns for it.
 double best_over_orders(const Problem& problem, bool fifo,
-                        const std::function<std::vector<Order>(const Order&)>& variants,
-                        const std::function<Schedule(const Order&)>& time) {
+                        const std::function<Schedule(const Order&)>& time,
+                        const std::function<std::vector<Order>(const Order&)>& variants = {}) {
   const std::vector<std::vector<std::vector<OpRef>>> per_rank = every_rank_order(problem, fifo);
   double best = std::numeric_limits<double>::infinity();
   std::vector<size_t> pick(problem.ranks, 0);
   while (true) {
     Order order;
     for (int r = 0; r < problem.ranks; ++r) order.ranks.push_back(per_rank[r][pick[r]]);
-    for (const Order& variant : variants(order)) {
+    auto try_order = [&](const Order& timed) {
       try {
-        const Schedule s = time(variant);
+        const Schedule s = time(timed);
         if (!validate(problem, s)) best = std::min(best, compute_metrics(problem, s).makespan);
       } catch (const DeadlockError&) {
       }
+    };
+    if (variants) {
+      for (const Order& variant : variants(order)) try_order(variant);
+    } else {
+      try_order(order);
     }
     int r = 0;
     while (r < problem.ranks && ++pick[r] == per_rank[r].size()) pick[r++] = 0;
@@ -278,16 +283,16 @@ double best_over_orders(const Problem& problem, bool fifo,
 Order offloading_rank_zero(const Order& order, unsigned offloaded, int lookahead) {
   Order result = order;
   std::vector<OpRef>& refs = result.ranks[0];
-  for (int j = 0; j < static_cast<int>(sizeof(offloaded) * 8); ++j) {
+  for (int j = 0; offloaded >> j; ++j) {
     if (!(offloaded >> j & 1u)) continue;
-    auto is = [&](Op op) {
+    auto is = [j](Op op) {
       return [op, j](const OpRef& ref) { return ref.op == op && ref.microbatch == j; };
     };
     const auto forward = std::find_if(refs.begin(), refs.end(), is(Op::kForward));
     if (forward == refs.end()) continue;
     const OpRef f = *forward;
-    refs.insert(forward + 1, {Op::kOffload, f.stage, j});
-    const long offload_at = std::find_if(refs.begin(), refs.end(), is(Op::kOffload)) - refs.begin();
+    const long offload_at = (forward - refs.begin()) + 1;
+    refs.insert(refs.begin() + offload_at, {Op::kOffload, f.stage, j});
     long at = std::find_if(refs.begin(), refs.end(), is(Op::kBackwardInput)) - refs.begin();
     for (int back = 0; back < lookahead && at > offload_at + 1; ++back) {
       do --at;
@@ -302,14 +307,14 @@ Order offloading_rank_zero(const Order& order, unsigned offloaded, int lookahead
 
 double exhaustive_optimum(const Problem& problem, bool fifo) {
   return best_over_orders(
-      problem, fifo, [](const Order& order) { return std::vector<Order>{order}; },
-      [&](const Order& order) { return simulate(problem, order, "exhaustive"); });
+      problem, fifo, [&](const Order& order) { return simulate(problem, order, "exhaustive"); });
 }
 
 double exhaustive_offloading_optimum(const Problem& problem, bool fifo) {
   const unsigned subsets = 1u << problem.microbatches;
   return best_over_orders(
       problem, fifo,
+      [&](const Order& order) { return simulate_within_budget(problem, order, "exhaustive"); },
       [&](const Order& order) {
         std::vector<Order> variants;
         for (unsigned offloaded = 0; offloaded < subsets; ++offloaded) {
@@ -318,8 +323,7 @@ double exhaustive_offloading_optimum(const Problem& problem, bool fifo) {
           }
         }
         return variants;
-      },
-      [&](const Order& order) { return simulate_within_budget(problem, order, "exhaustive"); });
+      });
 }
 
 }  // namespace optpipe::testing
