@@ -24,7 +24,7 @@ extern "C" {
  * 3: optpipe_rt_config and optpipe_rt_callbacks start with struct_size, so fields appended later
  *    leave callers built against an older header working (the library reads only struct_size
  *    bytes and defaults the rest); enum-valued fields have their enum types. */
-#define OPTPIPE_RT_ABI_VERSION 3
+#define OPTPIPE_RT_ABI_VERSION 4
 
 typedef enum optpipe_rt_status {
   OPTPIPE_RT_OK = 0,
@@ -107,7 +107,8 @@ typedef struct optpipe_rt_rank_info {
   int32_t link_group;
   int32_t action_count;
   /* Host bytes the offload engine needs: the pool high-water mark when the rank's actions run in
-   * order (a slot is taken at OFFLOAD and given back after the consuming B/BW). */
+   * the runner's issue order (optpipe_rt_schedule_issue_order; a slot of the offload's planned
+   * bytes is taken at OFFLOAD and given back after the consuming B/BW). */
   int64_t host_pool_bytes;
 } optpipe_rt_rank_info;
 
@@ -132,6 +133,14 @@ optpipe_rt_status optpipe_rt_schedule_get_rank(const optpipe_rt_schedule* schedu
 /* Action `index` (0-based, in the rank's order: predicted start) of `rank`. */
 optpipe_rt_status optpipe_rt_schedule_get_action(const optpipe_rt_schedule* schedule, int rank,
                                                  int index, optpipe_rt_action* out);
+
+/* The rank's action indices (as optpipe_rt_schedule_get_action numbers them) in the order the
+ * runner issues them: each transfer right after the last compute op that ends by its predicted
+ * start (docs/runtime-shim.md, "Runner"). The host pool is sized in this order, and a trainer that
+ * drives the offload engine itself must issue its transfers in it. `indices` holds `capacity`
+ * entries; *count receives the action count (E_INVALID_ARGUMENT when capacity is smaller). */
+optpipe_rt_status optpipe_rt_schedule_issue_order(const optpipe_rt_schedule* schedule, int rank,
+                                                  int32_t* indices, int capacity, int* count);
 
 /* ---- Rank runtime: offload engine, runner, timing recorder ---------------------------------- */
 
@@ -179,10 +188,20 @@ int optpipe_rt_rank_backend(const optpipe_rt_rank* rank);
  * see optpipe_rt_transfer_done / optpipe_rt_synchronize. */
 optpipe_rt_status optpipe_rt_offload(optpipe_rt_rank* rank, int stage, int microbatch,
                                      const void* device_ptr, size_t bytes);
-/* Async H2D of the offloaded bytes back into `device_ptr` (as many bytes as were offloaded),
- * after the offload has ended. */
+/* The same for an activation held in `count` device buffers (the storages its saved tensors
+ * view), copied straight into one host slot, each at a 16-byte boundary of it: no packed device
+ * copy is made. Every buffer must stay valid until the copy has ended. */
+optpipe_rt_status optpipe_rt_offload_segments(optpipe_rt_rank* rank, int stage, int microbatch,
+                                              const void* const* device_ptrs, const size_t* bytes,
+                                              size_t count);
+/* Async H2D of the offloaded bytes back into `device_ptr` (as many bytes as were offloaded: the
+ * segments at their offsets in the slot), after the offload has ended. */
 optpipe_rt_status optpipe_rt_reload(optpipe_rt_rank* rank, int stage, int microbatch,
                                     void* device_ptr);
+/* Async H2D of each offloaded segment into its own device buffer (`count` as offloaded, each of
+ * its segment's size), after the offload has ended. */
+optpipe_rt_status optpipe_rt_reload_segments(optpipe_rt_rank* rank, int stage, int microbatch,
+                                             void* const* device_ptrs, size_t count);
 /* The compute stream waits for the latest transfer of (stage, mb): on CUDA an event wait (the host
  * does not block), on CPU the calling thread blocks. Verifies the checksum after a reload when
  * verify_checksums is set (E_CORRUPT on mismatch). */
@@ -223,6 +242,15 @@ typedef struct optpipe_rt_callbacks {
   /* R: run the forward of (stage, mb) again from the checkpoint its F kept, rebuilding what its
    * backward reads. Local: no p2p. See optpipe_rt_recomputed. */
   int (*recompute)(void* user, int stage, int microbatch);
+  /* Since ABI version 4. OFFLOAD of an activation held in several device buffers (used instead of
+   * offload_source when set): *count buffers, *device_ptrs and *bytes arrays of them that stay
+   * valid until the next callback; each buffer until offload_complete. No packed copy is made. */
+  int (*offload_segments)(void* user, int stage, int microbatch, const void* const** device_ptrs,
+                          const size_t** bytes, size_t* count);
+  /* RELOAD into one device buffer per offloaded segment (used instead of reload_target when
+   * set): fill device_ptrs[0..count) with buffers of bytes[0..count). */
+  int (*reload_segments)(void* user, int stage, int microbatch, size_t count, const size_t* bytes,
+                         void** device_ptrs);
 } optpipe_rt_callbacks;
 
 /* Every hook NULL, struct_size set. */

@@ -8,10 +8,13 @@
 #include <cstring>
 #include <fstream>
 #include <iterator>
+#include <map>
 #include <new>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "issue_order.h"
 #include "rank_runtime.h"
 #include "rt_error.h"
 #include "schedule_data.h"
@@ -203,6 +206,23 @@ optpipe_rt_status optpipe_rt_schedule_get_action(const optpipe_rt_schedule* sche
   return OPTPIPE_RT_OK;
 }
 
+optpipe_rt_status optpipe_rt_schedule_issue_order(const optpipe_rt_schedule* schedule, int rank,
+                                                  int32_t* indices, int capacity, int* count) {
+  if (schedule == nullptr || count == nullptr || (capacity > 0 && indices == nullptr))
+    return fail(OPTPIPE_RT_E_INVALID_ARGUMENT, "null argument");
+  if (rank < 0 || rank >= schedule->data->info.ranks) {
+    return fail(OPTPIPE_RT_E_INVALID_ARGUMENT, "rank " + std::to_string(rank) + " out of range");
+  }
+  return guarded([&] {
+    const std::vector<size_t> order = optpipe::rt::issue_order(schedule->data->actions[rank]);
+    *count = static_cast<int>(order.size());
+    require(capacity >= 0 && order.size() <= static_cast<size_t>(capacity),
+            "issue order of rank " + std::to_string(rank) + ": " + std::to_string(order.size()) +
+                " actions, room for " + std::to_string(capacity));
+    for (size_t i = 0; i < order.size(); ++i) indices[i] = static_cast<int32_t>(order[i]);
+  });
+}
+
 void optpipe_rt_config_init(optpipe_rt_config* config) {
   if (config == nullptr) return;
   std::memset(config, 0, sizeof *config);
@@ -259,8 +279,12 @@ optpipe_rt_status optpipe_rt_rank_open(const optpipe_rt_schedule* schedule, int 
     const int64_t pool =
         c.host_pool_bytes > 0 ? c.host_pool_bytes : data.ranks[rank].host_pool_bytes;
     try {
+      std::map<std::pair<int, int>, int64_t> planned;
+      for (const optpipe_rt_action& a : data.actions[rank]) {
+        if (a.op == OPTPIPE_RT_OP_OFFLOAD) planned[{a.stage, a.microbatch}] = a.bytes;
+      }
       rt.engine = std::make_unique<optpipe::rt::OffloadEngine>(
-          *rt.backend, pool, c.host_pool_limit_bytes, c.verify_checksums != 0);
+          *rt.backend, pool, c.host_pool_limit_bytes, c.verify_checksums != 0, std::move(planned));
     } catch (const RtError& e) {
       throw RtError(e.status(), "rank " + std::to_string(rank) + ": " + e.what());
     }
@@ -315,6 +339,25 @@ optpipe_rt_status optpipe_rt_offload(optpipe_rt_rank* rank, int stage, int micro
                                      const void* device_ptr, size_t bytes) {
   OPTPIPE_RT_RANK_CALL(rank, check_key(rank, stage, microbatch);
                        rank->runtime.engine->offload(stage, microbatch, device_ptr, bytes));
+}
+
+optpipe_rt_status optpipe_rt_offload_segments(optpipe_rt_rank* rank, int stage, int microbatch,
+                                              const void* const* device_ptrs, const size_t* bytes,
+                                              size_t count) {
+  OPTPIPE_RT_RANK_CALL(rank, check_key(rank, stage, microbatch);
+                       require(count == 0 || (device_ptrs && bytes), "null segment arrays");
+                       std::vector<optpipe::rt::Segment> segments(count);
+                       for (size_t i = 0; i < count; ++i) segments[i] = {device_ptrs[i], bytes[i]};
+                       rank->runtime.engine->offload(stage, microbatch, segments));
+}
+
+optpipe_rt_status optpipe_rt_reload_segments(optpipe_rt_rank* rank, int stage, int microbatch,
+                                             void* const* device_ptrs, size_t count) {
+  OPTPIPE_RT_RANK_CALL(rank, check_key(rank, stage, microbatch);
+                       require(count == 0 || device_ptrs, "null segment array");
+                       rank->runtime.engine->reload(
+                           stage, microbatch,
+                           std::vector<void*>(device_ptrs, device_ptrs + count)));
 }
 
 optpipe_rt_status optpipe_rt_reload(optpipe_rt_rank* rank, int stage, int microbatch,

@@ -6,6 +6,7 @@
 #include <utility>
 #include <vector>
 
+#include "issue_order.h"
 #include "rank_runtime.h"
 #include "rt_error.h"
 
@@ -36,10 +37,12 @@ void require_callbacks(const ScheduleData& data, int rank, const optpipe_rt_call
                       : "backward (or backward_input and backward_weight)";
         break;
       case OPTPIPE_RT_OP_OFFLOAD:
-        missing = cb.offload_source ? nullptr : "offload_source";
+        missing = cb.offload_source || cb.offload_segments ? nullptr
+                                                            : "offload_source (or offload_segments)";
         break;
       case OPTPIPE_RT_OP_RELOAD:
-        missing = cb.reload_target ? nullptr : "reload_target";
+        missing = cb.reload_target || cb.reload_segments ? nullptr
+                                                         : "reload_target (or reload_segments)";
         break;
       case OPTPIPE_RT_OP_R:
         missing = cb.recompute ? nullptr : "recompute";
@@ -51,36 +54,6 @@ void require_callbacks(const ScheduleData& data, int rank, const optpipe_rt_call
                                                        missing + " callback");
     }
   }
-}
-
-// The order the runner issues the rank's actions in: the schedule's (predicted start), except
-// that a transfer goes right after the last compute op that ends by its predicted start, where
-// the compiler's simulator issued it (optpipe::order_of). Issued after a compute op that starts
-// with it, or runs while it waits for its copy channel, it would start only once that op ends.
-// Compute ops run one at a time, so only the last one listed can end after a later transfer.
-// An offload never goes before the F it copies, whatever rounding did to the predicted times.
-std::vector<optpipe_rt_action> issue_order(const std::vector<optpipe_rt_action>& actions) {
-  std::vector<optpipe_rt_action> order;
-  order.reserve(actions.size());
-  size_t last_compute = 0;
-  double last_end = -std::numeric_limits<double>::infinity();
-  auto copies_last = [&](const optpipe_rt_action& t) {
-    const optpipe_rt_action& f = order[last_compute];
-    return t.op == OPTPIPE_RT_OP_OFFLOAD && f.op == OPTPIPE_RT_OP_F && f.stage == t.stage &&
-           f.microbatch == t.microbatch;
-  };
-  for (const optpipe_rt_action& a : actions) {
-    if (!is_compute_op(a.op) && a.start < last_end && !copies_last(a)) {
-      order.insert(order.begin() + static_cast<std::ptrdiff_t>(last_compute++), a);
-      continue;
-    }
-    if (is_compute_op(a.op)) {
-      last_compute = order.size();
-      last_end = a.end;
-    }
-    order.push_back(a);
-  }
-  return order;
 }
 
 }  // namespace
@@ -107,7 +80,8 @@ namespace {
 
 void run_rank_once(RankRuntime& rt, const optpipe_rt_callbacks& cb, void* user) {
   const ScheduleData& data = *rt.schedule;
-  const std::vector<optpipe_rt_action> actions = issue_order(data.actions[rt.rank]);
+  std::vector<optpipe_rt_action> actions;
+  for (const size_t i : issue_order(data.actions[rt.rank])) actions.push_back(data.actions[rt.rank][i]);
   require_callbacks(data, rt.rank, cb);
   Backend& backend = *rt.backend;
   OffloadEngine& engine = *rt.engine;
@@ -225,12 +199,27 @@ void run_rank_once(RankRuntime& rt, const optpipe_rt_callbacks& cb, void* user) 
         recomputed.insert(key);
         break;
       case OPTPIPE_RT_OP_OFFLOAD: {
-        const void* ptr = nullptr;
-        size_t bytes = 0;
-        if (cb.offload_source(user, s, j, &ptr, &bytes) != 0) {
-          throw RtError(OPTPIPE_RT_E_CALLBACK, "offload_source callback failed at " + where(s, j));
+        if (cb.offload_segments) {
+          const void* const* ptrs = nullptr;
+          const size_t* sizes = nullptr;
+          size_t count = 0;
+          if (cb.offload_segments(user, s, j, &ptrs, &sizes, &count) != 0 ||
+              (count > 0 && (ptrs == nullptr || sizes == nullptr))) {
+            throw RtError(OPTPIPE_RT_E_CALLBACK,
+                          "offload_segments callback failed at " + where(s, j));
+          }
+          std::vector<Segment> segments(count);
+          for (size_t i = 0; i < count; ++i) segments[i] = {ptrs[i], sizes[i]};
+          engine.offload(s, j, segments);
+        } else {
+          const void* ptr = nullptr;
+          size_t bytes = 0;
+          if (cb.offload_source(user, s, j, &ptr, &bytes) != 0) {
+            throw RtError(OPTPIPE_RT_E_CALLBACK,
+                          "offload_source callback failed at " + where(s, j));
+          }
+          engine.offload(s, j, ptr, bytes);
         }
-        engine.offload(s, j, ptr, bytes);
         offloaded.insert(key);
         pending.push_back({s, j, a.end});
         break;
@@ -239,6 +228,17 @@ void run_rank_once(RankRuntime& rt, const optpipe_rt_callbacks& cb, void* user) 
         if (!offloaded.count(key)) {
           throw RtError(OPTPIPE_RT_E_STATE,
                         "the schedule reloads " + where(s, j) + " before offloading it");
+        }
+        if (cb.reload_segments) {
+          const std::vector<size_t> sizes = engine.segment_bytes(s, j);
+          std::vector<void*> targets(sizes.size(), nullptr);
+          if (cb.reload_segments(user, s, j, sizes.size(), sizes.data(), targets.data()) != 0) {
+            throw RtError(OPTPIPE_RT_E_CALLBACK,
+                          "reload_segments callback failed at " + where(s, j));
+          }
+          engine.reload(s, j, targets);
+          reloaded.insert(key);
+          break;
         }
         void* ptr = nullptr;
         if (cb.reload_target(user, s, j, engine.offloaded_bytes(s, j), &ptr) != 0) {

@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "host_pool.h"
+#include "issue_order.h"
 #include "optpipe_opsched_format.h"
 
 namespace optpipe::rt {
@@ -392,7 +393,8 @@ optpipe_rt_status parse_opsched(const uint8_t* data, size_t size, ScheduleData* 
 std::optional<int64_t> host_pool_bytes_for(const ScheduleData& data, int rank) {
   HostPool pool(int64_t{1} << 62);
   std::map<std::pair<int, int>, int64_t> slot;
-  for (const optpipe_rt_action& a : data.actions[rank]) {
+  for (const size_t i : issue_order(data.actions[rank])) {
+    const optpipe_rt_action& a = data.actions[rank][i];
     const auto key = std::make_pair(a.stage, a.microbatch);
     if (a.op == OPTPIPE_RT_OP_OFFLOAD) {
       if (slot.count(key)) continue;

@@ -24,8 +24,9 @@ struct ScheduleData {
 optpipe_rt_status parse_opsched(const uint8_t* data, size_t size, ScheduleData* out,
                                 std::string* message);
 
-// Pool high-water mark when `rank`'s actions run in order: a slot of the offload's bytes is taken
-// at OFFLOAD and freed after the B/BW of the same (stage, microbatch). nullopt when they need more
+// Pool high-water mark when `rank`'s actions run in the runner's issue order (issue_order.h, ties
+// included): a slot of the offload's bytes is taken at OFFLOAD and freed after the B/BW of the
+// same (stage, microbatch), as the runner releases it. nullopt when they need more
 // than 2^62 bytes at once.
 std::optional<int64_t> host_pool_bytes_for(const ScheduleData& data, int rank);
 

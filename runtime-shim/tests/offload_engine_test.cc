@@ -3,6 +3,7 @@
 // with a status, and callback failures stop the run cleanly.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -126,6 +127,54 @@ TEST_F(Engine, OffloadReloadIsBitIdenticalInBothChannelModes) {
               OPTPIPE_RT_OK);
     EXPECT_EQ(copies, 2);
   }
+}
+
+// An activation in several device buffers goes to one slot without a packed device copy, each
+// segment at a 16-byte boundary of it, and comes back into one buffer (that layout) or apart.
+TEST_F(Engine, SegmentsShareOneSlotAndComeBackWholeOrApart) {
+  ASSERT_EQ(open(), OPTPIPE_RT_OK);
+  std::vector<std::vector<uint8_t>> parts = {pattern(7, 1), pattern(300, 2), pattern(1, 3)};
+  const void* ptrs[3] = {parts[0].data(), parts[1].data(), parts[2].data()};
+  const size_t sizes[3] = {7, 300, 1};
+  ASSERT_EQ(optpipe_rt_offload_segments(rank_, 0, 0, ptrs, sizes, 3), OPTPIPE_RT_OK);
+  ASSERT_EQ(optpipe_rt_offload_segments(rank_, 0, 1, ptrs, sizes, 3), OPTPIPE_RT_OK);
+  int64_t used = 0;
+  ASSERT_EQ(optpipe_rt_host_pool_usage(rank_, &used, nullptr), OPTPIPE_RT_OK);
+  EXPECT_EQ(used, 2 * kBytes);  // 321 bytes each, in the slots the schedule planned
+  std::vector<uint8_t> whole(16 + 304 + 1, 0);
+  ASSERT_EQ(optpipe_rt_reload(rank_, 0, 0, whole.data()), OPTPIPE_RT_OK);
+  ASSERT_EQ(optpipe_rt_wait(rank_, 0, 0), OPTPIPE_RT_OK) << optpipe_rt_last_error();
+  EXPECT_TRUE(std::equal(parts[0].begin(), parts[0].end(), whole.begin()));
+  EXPECT_TRUE(std::equal(parts[1].begin(), parts[1].end(), whole.begin() + 16));
+  EXPECT_EQ(whole[320], parts[2][0]);
+  std::vector<std::vector<uint8_t>> back = {std::vector<uint8_t>(7), std::vector<uint8_t>(300),
+                                            std::vector<uint8_t>(1)};
+  void* targets[3] = {back[0].data(), back[1].data(), back[2].data()};
+  EXPECT_EQ(optpipe_rt_reload_segments(rank_, 0, 1, targets, 2), OPTPIPE_RT_E_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(optpipe_rt_last_error()).find("3 offloaded segments"), std::string::npos);
+  ASSERT_EQ(optpipe_rt_reload_segments(rank_, 0, 1, targets, 3), OPTPIPE_RT_OK);
+  ASSERT_EQ(optpipe_rt_wait(rank_, 0, 1), OPTPIPE_RT_OK) << optpipe_rt_last_error();
+  EXPECT_EQ(back, parts);
+  ASSERT_EQ(optpipe_rt_release(rank_, 0, 0), OPTPIPE_RT_OK);
+  ASSERT_EQ(optpipe_rt_release(rank_, 0, 1), OPTPIPE_RT_OK);
+}
+
+// The runner's issue order: an offload predicted to start while a compute op runs goes before it.
+TEST_F(Engine, IssueOrderIsTheRunnersAndSizesThePool) {
+  int count = 0;
+  std::vector<int32_t> order(64);
+  ASSERT_EQ(optpipe_rt_schedule_issue_order(schedule_, 0, order.data(), 64, &count),
+            OPTPIPE_RT_OK);
+  optpipe_rt_rank_info info;
+  ASSERT_EQ(optpipe_rt_schedule_get_rank(schedule_, 0, &info), OPTPIPE_RT_OK);
+  ASSERT_EQ(count, info.action_count);
+  std::vector<int32_t> sorted(order.begin(), order.begin() + count);
+  std::sort(sorted.begin(), sorted.end());
+  for (int i = 0; i < count; ++i) EXPECT_EQ(sorted[i], i);  // a permutation of the actions
+  EXPECT_EQ(optpipe_rt_schedule_issue_order(schedule_, 0, order.data(), 1, &count),
+            OPTPIPE_RT_E_INVALID_ARGUMENT);
+  EXPECT_EQ(optpipe_rt_schedule_issue_order(schedule_, 5, order.data(), 64, &count),
+            OPTPIPE_RT_E_INVALID_ARGUMENT);
 }
 
 TEST_F(Engine, ReleaseWaitsForTheCopyInFlight) {

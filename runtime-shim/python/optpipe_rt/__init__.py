@@ -16,7 +16,7 @@ import os
 __all__ = ["OptpipeError", "Schedule", "Rank", "Op", "load_library", "write_measured_profile"]
 
 
-ABI_VERSION = 3  # OPTPIPE_RT_ABI_VERSION of the optpipe_rt.h these structures mirror
+ABI_VERSION = 4  # OPTPIPE_RT_ABI_VERSION of the optpipe_rt.h these structures mirror
 
 
 class Op:
@@ -80,6 +80,14 @@ _SOURCE = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_int, ctypes.c
 _TARGET = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_int, ctypes.c_int,
                            ctypes.c_size_t, ctypes.POINTER(ctypes.c_void_p))
 
+_SEGMENTS = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_int, ctypes.c_int,
+                             ctypes.POINTER(ctypes.POINTER(ctypes.c_void_p)),
+                             ctypes.POINTER(ctypes.POINTER(ctypes.c_size_t)),
+                             ctypes.POINTER(ctypes.c_size_t))
+_RELOAD_SEGMENTS = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_int, ctypes.c_int,
+                                    ctypes.c_size_t, ctypes.POINTER(ctypes.c_size_t),
+                                    ctypes.POINTER(ctypes.c_void_p))
+
 _STEP_HOOKS = ("forward", "backward_input", "backward_weight", "backward", "recv_forward",
                "send_forward", "recv_backward", "send_backward")
 
@@ -87,7 +95,8 @@ _STEP_HOOKS = ("forward", "backward_input", "backward_weight", "backward", "recv
 class _Callbacks(ctypes.Structure):
     _fields_ = [("struct_size", ctypes.c_uint32)] + [(name, _STEP) for name in _STEP_HOOKS] + [
         ("offload_source", _SOURCE), ("offload_complete", _STEP), ("reload_target", _TARGET),
-        ("recompute", _STEP)]
+        ("recompute", _STEP), ("offload_segments", _SEGMENTS),
+        ("reload_segments", _RELOAD_SEGMENTS)]
 
 
 _lib = None
@@ -138,6 +147,10 @@ def load_library():
         "optpipe_rt_rank_backend": (i, [vp]),
         "optpipe_rt_offload": (i, [vp, i, i, vp, ctypes.c_size_t]),
         "optpipe_rt_reload": (i, [vp, i, i, vp]),
+        "optpipe_rt_offload_segments": (i, [vp, i, i, P(vp), P(ctypes.c_size_t),
+                                            ctypes.c_size_t]),
+        "optpipe_rt_reload_segments": (i, [vp, i, i, P(vp), ctypes.c_size_t]),
+        "optpipe_rt_schedule_issue_order": (i, [vp, i, P(ctypes.c_int32), i, P(i)]),
         "optpipe_rt_wait": (i, [vp, i, i]),
         "optpipe_rt_synchronize": (i, [vp, i, i]),
         "optpipe_rt_transfer_done": (i, [vp, i, i, P(i)]),
@@ -192,6 +205,10 @@ class Schedule:
         self.channel_mode = "duplex" if info.channel_mode == 1 else "shared"
         self.method = info.method.decode()
         self.profile_sha256 = bytes(info.profile_sha256).hex()
+        self.p2p_latency = info.p2p_latency
+        self.has_offload_link = bool(info.has_offload_link)
+        self.d2h_bytes_per_time, self.h2d_bytes_per_time = (info.d2h_bytes_per_time,
+                                                            info.h2d_bytes_per_time)
 
     def stage(self, s):
         out = _Stage()
@@ -212,6 +229,17 @@ class Schedule:
             _check(lib.optpipe_rt_schedule_get_action(self._handle, r, index, ctypes.byref(out)))
             result.append((Op.NAMES[out.op], out.stage, out.microbatch, out.start, out.end, out.bytes))
         return result
+
+    def issue_order(self, r):
+        """Indices into `actions(r)` in the order the runner issues them (each transfer right after
+        the last compute op that ends by its predicted start): the order the host pool is sized
+        in, which a loop that issues transfers itself must follow."""
+        count = self.rank(r)["action_count"]
+        indices = (ctypes.c_int32 * max(count, 1))()
+        n = ctypes.c_int()
+        _check(load_library().optpipe_rt_schedule_issue_order(self._handle, r, indices, count,
+                                                              ctypes.byref(n)))
+        return list(indices[:n.value])
 
     def close(self):
         if self._handle:
@@ -253,6 +281,22 @@ class Rank:
     def reload(self, stage, microbatch, device_ptr):
         _check(load_library().optpipe_rt_reload(self._handle, stage, microbatch, device_ptr))
 
+    def offload_segments(self, stage, microbatch, segments):
+        """Offloads an activation held in several device buffers, [(ptr, nbytes), ...], straight
+        into one host slot (no packed device copy). The buffers must live until it has ended."""
+        n = len(segments)
+        ptrs = (ctypes.c_void_p * max(n, 1))(*[p for p, _ in segments])
+        sizes = (ctypes.c_size_t * max(n, 1))(*[b for _, b in segments])
+        _check(load_library().optpipe_rt_offload_segments(self._handle, stage, microbatch, ptrs,
+                                                          sizes, n))
+
+    def reload_segments(self, stage, microbatch, targets):
+        """Reloads each offloaded segment into its own device buffer (pointers, in the offload's
+        order, each of its segment's size)."""
+        n = len(targets)
+        ptrs = (ctypes.c_void_p * max(n, 1))(*targets)
+        _check(load_library().optpipe_rt_reload_segments(self._handle, stage, microbatch, ptrs, n))
+
     def wait(self, stage, microbatch):
         _check(load_library().optpipe_rt_wait(self._handle, stage, microbatch))
 
@@ -283,8 +327,10 @@ class Rank:
 
     def run(self, trainer):
         """One iteration. `trainer` has methods named like the C callbacks (forward(stage, mb),
-        backward_input, ..., offload_source(stage, mb) -> (ptr, nbytes), offload_complete,
-        reload_target(stage, mb, nbytes) -> ptr, recompute(stage, mb)); missing ones are skipped.
+        backward_input, ..., offload_source(stage, mb) -> (ptr, nbytes) or offload_segments(stage,
+        mb) -> [(ptr, nbytes), ...], offload_complete, reload_target(stage, mb, nbytes) -> ptr or
+        reload_segments(stage, mb, sizes) -> [ptr, ...], recompute(stage, mb)); missing ones are
+        skipped.
         A Python exception in a callback stops the run and is re-raised here."""
         failure = []
 
@@ -330,6 +376,37 @@ class Rank:
                     return 1
             callbacks.reload_target = _TARGET(target)
             keep.append(callbacks.reload_target)
+        if hasattr(trainer, "offload_segments"):
+            arrays = []  # the last offload's arrays, valid until the next callback
+
+            def segments(_user, stage, microbatch, ptrs, sizes, count):
+                try:
+                    listed = trainer.offload_segments(stage, microbatch)
+                    n = len(listed)
+                    arrays[:] = [(ctypes.c_void_p * max(n, 1))(*[p for p, _ in listed]),
+                                 (ctypes.c_size_t * max(n, 1))(*[b for _, b in listed])]
+                    ptrs[0] = ctypes.cast(arrays[0], ctypes.POINTER(ctypes.c_void_p))
+                    sizes[0] = ctypes.cast(arrays[1], ctypes.POINTER(ctypes.c_size_t))
+                    count[0] = n
+                    return 0
+                except BaseException as e:  # noqa: BLE001
+                    failure.append(e)
+                    return 1
+            callbacks.offload_segments = _SEGMENTS(segments)
+            keep.append(callbacks.offload_segments)
+        if hasattr(trainer, "reload_segments"):
+            def reload_segments(_user, stage, microbatch, count, sizes, ptrs):
+                try:
+                    targets = trainer.reload_segments(stage, microbatch,
+                                                      [sizes[i] for i in range(count)])
+                    for i in range(count):
+                        ptrs[i] = targets[i]
+                    return 0
+                except BaseException as e:  # noqa: BLE001
+                    failure.append(e)
+                    return 1
+            callbacks.reload_segments = _RELOAD_SEGMENTS(reload_segments)
+            keep.append(callbacks.reload_segments)
         status = load_library().optpipe_rt_run(self._handle, ctypes.byref(callbacks), None)
         if failure:
             raise failure[0]

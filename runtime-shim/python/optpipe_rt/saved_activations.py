@@ -1,51 +1,47 @@
 """What autograd saves during a stage's forward, held per (stage, microbatch) so that a schedule can
-offload it, reload it or recompute it.
+offload it, reload it, recompute it, and free what its backward no longer needs when the schedule's
+memory model says it is free (docs/runtime-shim.md, "What the memory model counts").
 
 `SavedActivations.forward(stage, mb)` is a context around one forward: inside it,
 `torch.autograd.graph.saved_tensors_hooks` hand every tensor autograd saves to this store instead
 of the autograd graph, and the backward's unpack hook takes them back from here. The store then
 does what the schedule says:
 
-- OFFLOAD (`offload_source`): the activations' storages, each once, are packed into one
-  contiguous device buffer for the shim to copy to its pinned pool; the saved tensors are
-  dropped, and `offload_complete` drops the packed copy once the copy has ended. Parameters, views
-  of parameters and module buffers are never packed: they are weights, not activations, and stay
-  where they are. The saved stage input is an activation like any other.
-- RELOAD (`reload_target`): a device buffer of the packed size to copy back into; the unpack hook
-  views each saved tensor out of it with its original dtype, shape, strides and offset.
+- OFFLOAD (`offload_segments`): the activation's segments, one per storage its saved tensors view
+  (the bytes from the first to the last they view), for the shim to copy straight into one pinned
+  host slot: no packed device copy is made. `offload_complete`, once the copy has ended, drops the
+  saved tensors, so the device bytes go when the D2H ends, as the simulator has them go.
+  Parameters, views of parameters and module buffers are never offloaded: they are weights, not
+  activations, and stay where they are. The saved stage input is an activation like any other.
+- RELOAD (`reload_segments`): one device buffer per segment to copy back into; the unpack hook
+  views each saved tensor out of its segment with its original dtype, shape, strides and offset.
+- B (`release_after_input_backward`): after torch's input backward, the tensors that no node of
+  the weight backward reads are dropped, so a B frees A - G and its W the rest (G), as the memory
+  model has it. A first stage, whose input backward torch skips, keeps everything until its W.
 - Recompute: a forward marked `recompute=True` keeps only its checkpoint (the stage inputs and the
   weights); `recompute(stage, mb)` runs the stage's module again on the checkpoint, with the RNG
   state of the first run, and takes the tensors it saves, in the order they were saved, as the
   originals.
 
-`resident_bytes` counts the device bytes of saved activations the store holds (each storage once),
-and `peak_resident_bytes` its high-water mark, which is what the schedule's memory model predicts.
+`resident_bytes` counts the device bytes of saved activations the store holds, each byte once (the
+union of what every held segment covers, per storage), and `peak_resident_bytes` its high-water
+mark: what the schedule's memory model predicts for the rank's activations.
 """
 
 import contextlib
 
 import torch
 
-_ALIGN = 64  # each storage starts on a 64-byte boundary of the packed buffer: any dtype can view it
+SEGMENT_ALIGNMENT = 16  # a segment starts on a 16-byte boundary of its storage: any dtype views it
 
 
-class _Stored:
-    """One saved tensor: the tensor itself while resident, or where to find it in a buffer."""
-
-    __slots__ = ("tensor", "storage_key", "dtype", "shape", "stride", "storage_offset", "weight",
-                 "span")
-
-    def __init__(self, tensor, weight):
-        self.tensor = tensor
-        self.weight = weight
-        self.storage_key = tensor.untyped_storage().data_ptr()
-        self.dtype, self.shape = tensor.dtype, tuple(tensor.shape)
-        self.stride, self.storage_offset = tuple(tensor.stride()), tensor.storage_offset()
-        self.span = _span(tensor)
-
-    @property
-    def bytes_key(self):
-        return (self.storage_key,) + self.span
+def packed_bytes(sizes):
+    """The bytes of a host slot holding segments of `sizes`, each at a 16-byte boundary (the shim's
+    offload engine packs them so, OffloadEngine::kSegmentAlignment)."""
+    end = 0
+    for size in sizes:
+        end = -(-end // SEGMENT_ALIGNMENT) * SEGMENT_ALIGNMENT + size
+    return end
 
 
 def _span(tensor):
@@ -59,16 +55,48 @@ def _span(tensor):
     return start, start + (last + 1) * size
 
 
+class _Stored:
+    """One saved tensor: the tensor itself while resident, or where to find it in its segment."""
+
+    __slots__ = ("tensor", "storage_key", "dtype", "shape", "stride", "span", "weight")
+
+    def __init__(self, tensor, weight):
+        self.tensor = tensor
+        self.weight = weight
+        self.storage_key = tensor.untyped_storage().data_ptr()
+        self.dtype, self.shape, self.stride = tensor.dtype, tuple(tensor.shape), tuple(tensor.stride())
+        self.span = _span(tensor)
+
+
+class _Segment:
+    """What one entry holds of one storage: the bytes [start, end) that its tensors view, and how
+    many of its saved tensors still need them."""
+
+    __slots__ = ("storage", "start", "end", "needed", "buffer", "held", "on_host")
+
+    def __init__(self, storage, start, end):
+        self.storage, self.start, self.end = storage, start, end
+        self.needed = 0
+        self.on_host = False  # offloaded, not reloaded
+        self.buffer = None   # the reloaded bytes, from `start` aligned down
+        self.held = None     # the accounting key it is counted under while resident
+
+    @property
+    def aligned_start(self):
+        return self.start - self.start % SEGMENT_ALIGNMENT
+
+
 class _Entry:
     """Everything saved by one (stage, microbatch) forward."""
 
     def __init__(self, recompute):
         self.recompute = recompute
         self.stored = []         # _Stored per pack, in pack order (None: dropped for recompute)
-        self.buffer = None       # packed device buffer (offloading, or reloaded)
-        self.layout = {}         # storage key -> (byte offset in the buffer, nbytes)
-        self.packed_bytes = 0
-        self.offloaded = False
+        self.segments = {}       # storage key -> _Segment of the activations saved on it
+        self.order = []          # storage keys in the order offload_segments lists them
+        self.released = set()    # pack indices no later backward reads
+        self.offloading = False  # its D2H copy is in flight
+        self.on_host = False     # offloaded and not reloaded
         self.checkpoint = None   # (args, kwargs, rng states) of a recomputed forward
         self.recomputed = None   # tensors the recompute saved, in pack order
 
@@ -87,27 +115,65 @@ class SavedActivations:
             for tensor in list(module.parameters()) + list(module.buffers()):
                 self._weights.add(tensor.untyped_storage().data_ptr())
         self._entries = {}
-        self._storages = {}   # storage key -> [nbytes, references from resident entries]
+        self._ranges = {}     # accounting key -> {(start, end): references}
+        self._union = {}      # accounting key -> bytes its ranges cover together
         self.resident_bytes = 0
         self.peak_resident_bytes = 0
         self._capturing_args = None
-        for stage, module in self._modules.items():
-            module.register_forward_pre_hook(self._pre_hook(stage), with_kwargs=True)
+        self._probe = None
+        self._hooks = [module.register_forward_pre_hook(self._pre_hook(stage), with_kwargs=True)
+                       for stage, module in self._modules.items()]
 
-    # Accounting of resident device bytes, each storage once.
-    def _hold(self, key, nbytes):
-        held = self._storages.setdefault(key, [nbytes, 0])
-        held[1] += 1
-        if held[1] == 1:
-            self.resident_bytes += nbytes
-            self.peak_resident_bytes = max(self.peak_resident_bytes, self.resident_bytes)
+    def close(self):
+        """Removes the store's hook from the stages' modules."""
+        for handle in self._hooks:
+            handle.remove()
+        self._hooks = []
 
-    def _drop(self, key):
-        held = self._storages[key]
-        held[1] -= 1
-        if held[1] == 0:
-            self.resident_bytes -= held[0]
-            del self._storages[key]
+    # Accounting of resident device bytes: per storage the union of the ranges held on it.
+    def _hold(self, key, start, end):
+        ranges = self._ranges.setdefault(key, {})
+        ranges[(start, end)] = ranges.get((start, end), 0) + 1
+        self._recount(key)
+
+    def _let_go(self, key, start, end):
+        ranges = self._ranges[key]
+        ranges[(start, end)] -= 1
+        if ranges[(start, end)] == 0:
+            del ranges[(start, end)]
+        self._recount(key)
+
+    def _recount(self, key):
+        covered, reach = 0, None
+        for start, end in sorted(self._ranges[key]):
+            if reach is None or start > reach:
+                covered += end - start
+                reach = end
+            elif end > reach:
+                covered += end - reach
+                reach = end
+        self.resident_bytes += covered - self._union.get(key, 0)
+        if covered:
+            self._union[key] = covered
+        else:
+            self._union.pop(key, None)
+            del self._ranges[key]
+        self.peak_resident_bytes = max(self.peak_resident_bytes, self.resident_bytes)
+
+    def _count(self, segment, key):
+        """Counts `segment` as resident under `key` (its storage, or its reload buffer)."""
+        self._uncount(segment)
+        if key[0] == "reload":
+            start, end = 0, segment.end - segment.aligned_start
+        else:
+            start, end = segment.start, segment.end
+        segment.held = (key, start, end)
+        self._hold(key, start, end)
+
+    def _uncount(self, segment):
+        if segment.held is not None:
+            self._let_go(*segment.held)
+            segment.held = None
 
     def reset_peak(self):
         self.peak_resident_bytes = self.resident_bytes
@@ -124,6 +190,18 @@ class SavedActivations:
     def _rng_state(self):
         cuda = self.device is not None and self.device.type == "cuda"
         return (torch.get_rng_state(), torch.cuda.get_rng_state(self.device) if cuda else None)
+
+    def _add(self, entry, stored, storage_key, storage):
+        """Makes `stored` need its bytes of storage `storage_key` in `entry`."""
+        start, end = stored.span
+        segment = entry.segments.get(storage_key)
+        if segment is None:
+            segment = entry.segments[storage_key] = _Segment(storage, start, end)
+            entry.order.append(storage_key)
+        else:
+            segment.start, segment.end = min(segment.start, start), max(segment.end, end)
+        segment.needed += 1
+        self._count(segment, (storage_key,))
 
     @contextlib.contextmanager
     def forward(self, stage, microbatch, recompute=False):
@@ -144,10 +222,12 @@ class SavedActivations:
             stored = _Stored(tensor, weight)
             entry.stored.append(stored)
             if not weight:
-                self._hold(stored.bytes_key, stored.span[1] - stored.span[0])
+                self._add(entry, stored, stored.storage_key, tensor.untyped_storage())
             return key, index
 
         def unpack(ref):
+            if self._probe is not None:
+                self._probe.add(ref[1])
             return self.tensor(*ref)
 
         self._capturing_args = (stage, entry) if recompute else None
@@ -173,72 +253,152 @@ class SavedActivations:
         if entry is None:
             raise RuntimeError(f"stage {key[0]}, microbatch {key[1]}: saved tensors asked for "
                                "after its backward ended")
+        if index in entry.released:
+            raise RuntimeError(f"stage {key[0]}, microbatch {key[1]}: the weight backward read "
+                               f"saved tensor {index}, which the input backward's analysis "
+                               "found no weight-gradient node to need (please report this model)")
         stored = entry.stored[index]
         if stored is None:
             if entry.recomputed is None:
                 raise RuntimeError(f"stage {key[0]}, microbatch {key[1]}: the backward needs the "
                                    "recomputed forward, which has not run")
             return entry.recomputed[index]
-        if stored.tensor is None and (entry.buffer is None or entry.offloaded):
+        if stored.tensor is not None:
+            return stored.tensor
+        segment = entry.segments[stored.storage_key]
+        if segment.buffer is None:
             raise RuntimeError(f"stage {key[0]}, microbatch {key[1]}: the backward needs an "
                                "offloaded activation that was not reloaded")
-        return self._view(entry, stored)
+        first = stored.span[0] - segment.aligned_start
+        view = torch.empty(0, dtype=stored.dtype, device=segment.buffer.device)
+        return view.set_(segment.buffer.untyped_storage(), first // stored.dtype.itemsize,
+                         stored.shape, stored.stride)
 
-    # OFFLOAD / RELOAD, as the shim's callbacks (offload_source, offload_complete, reload_target).
-    def offload_source(self, stage, microbatch):
-        """Packs (stage, mb)'s activations into one device buffer: (pointer, bytes)."""
-        key = (stage, microbatch)
-        entry = self._entries[key]
-        segments = {}  # storage key -> [storage, first byte, end byte] that its tensors view
-        for stored in entry.stored:
-            if stored is not None and stored.tensor is not None and not stored.weight:
-                segment = segments.setdefault(stored.storage_key,
-                                              [stored.tensor.untyped_storage(), *stored.span])
-                segment[1] = min(segment[1], stored.span[0])
-                segment[2] = max(segment[2], stored.span[1])
-        offset = 0
-        for storage_key, (_, start, end) in segments.items():
-            start -= start % _ALIGN  # keeps every view's offset a multiple of its element size
-            entry.layout[storage_key] = (offset, start, end - start)
-            offset += -(-(end - start) // _ALIGN) * _ALIGN
-        device = self.device or (next(iter(segments.values()))[0].device if segments else "cpu")
-        buffer = torch.empty(offset, dtype=torch.uint8, device=device)
-        self._hold(("buffer", key), offset)
-        for storage_key, (storage, _, _) in segments.items():
-            at, start, nbytes = entry.layout[storage_key]
-            source = torch.empty(0, dtype=torch.uint8, device=storage.device).set_(storage)
-            buffer[at:at + nbytes].copy_(source[start:start + nbytes])
-            for stored in entry.stored:
-                if stored is not None and stored.storage_key == storage_key and \
-                        stored.tensor is not None and not stored.weight:
-                    stored.tensor = None
-                    self._drop(stored.bytes_key)
-        entry.buffer, entry.packed_bytes, entry.offloaded = buffer, offset, True
-        return buffer.data_ptr(), offset
+    # OFFLOAD / RELOAD, as the shim's callbacks (offload_segments, offload_complete,
+    # reload_segments).
+    def offload_segments(self, stage, microbatch):
+        """(stage, mb)'s activation as device segments, [(pointer, bytes), ...], for the shim to
+        copy into one host slot; they stay allocated until `offload_complete`."""
+        entry = self._entries[(stage, microbatch)]
+        if entry.on_host or entry.offloading:
+            raise RuntimeError(f"stage {stage}, microbatch {microbatch}: offloaded twice")
+        out = []
+        for segment in self._offloadable(entry):
+            begin = segment.aligned_start
+            out.append((segment.storage.data_ptr() + begin, segment.end - begin))
+        entry.offloading = True
+        return out
 
-    def packed_bytes(self, stage, microbatch):
-        return self._entries[(stage, microbatch)].packed_bytes
+    def offloaded_bytes(self, stage, microbatch):
+        """The bytes `offload_segments` lists for (stage, mb), as the shim packs them."""
+        entry = self._entries[(stage, microbatch)]
+        return packed_bytes(s.end - s.aligned_start for s in self._offloadable(entry))
+
+    def held_bytes(self, stage, microbatch):
+        """The bytes (stage, mb)'s saved tensors still need, packed as an offload moves them: A
+        right after its forward, G after its input backward."""
+        entry = self._entries[(stage, microbatch)]
+        return packed_bytes(s.end - s.aligned_start for s in entry.segments.values() if s.needed)
+
+    @staticmethod
+    def _offloadable(entry):
+        return [entry.segments[k] for k in entry.order
+                if entry.segments[k].needed and entry.segments[k].storage is not None]
 
     def offload_complete(self, stage, microbatch):
-        """The D2H copy has ended: the packed device copy goes."""
-        key = (stage, microbatch)
-        entry = self._entries[key]
-        if entry.buffer is not None:
-            entry.buffer = None
-            self._drop(("buffer", key))
+        """The D2H copy has ended: the device bytes of the offloaded tensors go."""
+        entry = self._entries[(stage, microbatch)]
+        if not entry.offloading:
+            return
+        entry.offloading, entry.on_host = False, True
+        for segment in self._offloadable(entry):
+            segment.storage, segment.on_host = None, True
+            self._uncount(segment)
+        for stored in entry.stored:
+            if stored is not None and not stored.weight and \
+                    entry.segments[stored.storage_key].on_host:
+                stored.tensor = None
 
-    def reload_target(self, stage, microbatch, nbytes):
-        """A device buffer of `nbytes` for the H2D copy: (pointer)."""
+    def reload_segments(self, stage, microbatch, sizes=None):
+        """One device buffer per offloaded segment, in `offload_segments`' order, for the H2D copy:
+        their pointers. `sizes`, when given, must be the offloaded segments' sizes."""
         key = (stage, microbatch)
         entry = self._entries[key]
-        if nbytes != entry.packed_bytes:
-            raise RuntimeError(f"stage {stage}, microbatch {microbatch}: reload of {nbytes} bytes, "
-                               f"{entry.packed_bytes} were offloaded")
+        if not entry.on_host:
+            raise RuntimeError(f"stage {stage}, microbatch {microbatch}: reload of an activation "
+                               "that is not offloaded")
         device = self.device or "cpu"
-        entry.buffer = torch.empty(nbytes, dtype=torch.uint8, device=device)
-        entry.offloaded = False
-        self._hold(("buffer", key), nbytes)
-        return entry.buffer.data_ptr()
+        targets, wanted = [], []
+        for storage_key in entry.order:
+            segment = entry.segments[storage_key]
+            if segment.on_host:
+                segment.on_host = False
+                nbytes = segment.end - segment.aligned_start
+                segment.buffer = torch.empty(nbytes, dtype=torch.uint8, device=device)
+                self._count(segment, ("reload", key, storage_key))
+                targets.append(segment.buffer.data_ptr())
+                wanted.append(nbytes)
+        if sizes is not None and list(sizes) != wanted:
+            raise RuntimeError(f"stage {stage}, microbatch {microbatch}: reload of segments of "
+                               f"{list(sizes)} bytes, {wanted} were offloaded")
+        entry.on_host = False
+        return targets
+
+    # What the weight backward still needs.
+    def release_after_input_backward(self, stage, microbatch, param_groups):
+        """After torch's input backward of (stage, mb) (`stage_backward_input`, which returned
+        `param_groups`): drops every saved tensor that no node of the weight backward reads, so
+        that only G stays until W. `param_groups` None (a first stage, whose input backward torch
+        skips: its W runs the whole backward) keeps everything."""
+        if param_groups is None:
+            return
+        entry = self._entries[(stage, microbatch)]
+        needed = self.read_by(stage, microbatch, weight_backward_nodes(param_groups))
+        for index in range(len(entry.stored)):
+            if index not in needed:
+                self._release(entry, index)
+
+    def read_by(self, stage, microbatch, nodes):
+        """The pack indices of (stage, mb)'s saved tensors that `nodes` (autograd nodes of its
+        graph) read in their backward."""
+        self._probe = found = set()
+        try:
+            for node in nodes:
+                for name in _saved_attributes(node):
+                    try:
+                        getattr(node, name)
+                    except RuntimeError:  # freed, or not a tensor the hooks hold
+                        pass
+        finally:
+            self._probe = None
+        return found
+
+    def _release(self, entry, index):
+        if index in entry.released:
+            return
+        entry.released.add(index)
+        stored = entry.stored[index]
+        if stored is None:
+            if entry.recomputed is not None:
+                tensor = entry.recomputed[index]
+                entry.recomputed[index] = None
+                if tensor is not None:
+                    self._drop_need(entry, ("recomputed", tensor.untyped_storage().data_ptr()))
+            return
+        if stored.weight:
+            stored.tensor = None
+            return
+        stored.tensor = None
+        self._drop_need(entry, stored.storage_key)
+
+    def _drop_need(self, entry, storage_key):
+        segment = entry.segments.get(storage_key)
+        if segment is None:
+            return
+        segment.needed -= 1
+        if segment.needed == 0:
+            self._uncount(segment)
+            segment.storage = segment.buffer = None
 
     # Recompute.
     def needs_recompute(self, stage, microbatch):
@@ -276,38 +436,75 @@ class SavedActivations:
         entry.recomputed = captured
         for i, stored in enumerate(entry.stored):
             if stored is None:
-                start, end = _span(captured[i])
-                self._hold(self._recomputed_key(captured[i]), end - start)
-
-    def _view(self, entry, stored):
-        if stored.tensor is not None:
-            return stored.tensor
-        at, start, _ = entry.layout[stored.storage_key]
-        first = at + stored.span[0] - start
-        view = torch.empty(0, dtype=stored.dtype, device=entry.buffer.device)
-        return view.set_(entry.buffer.untyped_storage(), first // stored.dtype.itemsize,
-                         stored.shape, stored.stride)
-
-    @staticmethod
-    def _recomputed_key(tensor):
-        # A tensor saved twice (one op's output, the next op's input) is held once.
-        return ("recomputed", tensor.untyped_storage().data_ptr()) + _span(tensor)
+                tensor = captured[i]
+                if self.is_weight(tensor):
+                    continue
+                # A recomputed tensor is counted apart from the first run's storages (gone).
+                fake = _Stored(tensor, False)
+                self._add(entry, fake, ("recomputed", fake.storage_key), None)
 
     def forget(self, stage, microbatch):
         """Drops everything about (stage, mb): call after its last backward."""
-        key = (stage, microbatch)
-        entry = self._entries.pop(key, None)
+        entry = self._entries.pop((stage, microbatch), None)
         if entry is None:
             return
-        for i, stored in enumerate(entry.stored):
-            if stored is None:
-                if entry.recomputed is not None:
-                    self._drop(self._recomputed_key(entry.recomputed[i]))
-            elif stored.tensor is not None and not stored.weight:
-                self._drop(stored.bytes_key)
-        if entry.buffer is not None:
-            self._drop(("buffer", key))
+        for segment in entry.segments.values():
+            self._uncount(segment)
 
     def pending(self):
         """The (stage, mb) keys still held: none between steps."""
         return sorted(self._entries)
+
+
+_SAVED_ATTRIBUTES = {}
+
+
+def _saved_attributes(node):
+    """The names of the `_saved_*` attributes of an autograd node's type that can hold tensors."""
+    kind = type(node)
+    names = _SAVED_ATTRIBUTES.get(kind)
+    if names is None:
+        names = _SAVED_ATTRIBUTES[kind] = [
+            name for name in dir(node) if name.startswith("_saved_")
+            and not name.endswith(("_sym_sizes", "_sym_strides", "_sym_size", "_sym_stride"))]
+    return names
+
+
+def weight_backward_nodes(param_groups):
+    """The autograd nodes torch's weight backward (`stage_backward_weight`) runs for
+    `param_groups`: every node on a path from a group's intermediates to its parameters'
+    gradient accumulators."""
+    nodes = set()
+    for group in param_groups:
+        params = set(group.get("params", ()))
+        leads = _leading_to(group.get("intermediates", ()), params)
+        for intermediate in group.get("intermediates", ()):
+            stack = [intermediate]
+            while stack:
+                node = stack.pop()
+                if node in nodes or node in params or not leads.get(node):
+                    continue
+                nodes.add(node)
+                stack.extend(child for child, _ in node.next_functions if child is not None)
+    return nodes
+
+
+def _leading_to(roots, targets):
+    """{node: whether a path of next_functions leads from it to one of `targets`} for the nodes
+    reachable from `roots` (iteratively: a deep stage's graph is deeper than Python's stack)."""
+    leads = {}
+    for root in roots:
+        stack = [(root, False)]
+        while stack:
+            node, expanded = stack.pop()
+            if expanded:
+                leads[node] = node in targets or any(
+                    leads.get(child, False) for child, _ in node.next_functions if child is not None)
+                continue
+            if node in leads:
+                continue
+            leads[node] = False  # in progress: a cycle cannot occur in autograd's graph
+            stack.append((node, True))
+            stack.extend((child, False) for child, _ in node.next_functions
+                         if child is not None and child not in leads)
+    return leads

@@ -25,7 +25,6 @@ import glob
 import hashlib
 import json
 import logging
-import math
 import os
 import shutil
 import subprocess
@@ -38,13 +37,14 @@ from . import Rank, Schedule
 from .saved_activations import SavedActivations
 from .schedule_watch import ScheduleWatch, schedule_makespan
 from .torch_pipelining import OffloadDriver, offload_plan
+from .training_profile import StepRecorder, build_profile
 from .torch_profile import profile_stages  # noqa: F401 (optpipe_rt.torch.profile_stages)
 
 logger = logging.getLogger("optpipe_rt")
 
 SUPPORTED_TORCH = ((2, 15),)  # (major, minor) releases whose pipelining runtime this is tested on
 
-__all__ = ["PipelineSchedule", "OffloadStats", "ScheduleMismatch", "ScheduleSwitch",
+__all__ = ["PipelineSchedule", "OffloadStats", "build_profile", "ScheduleMismatch", "ScheduleSwitch",
            "SUPPORTED_TORCH", "check_stages", "load_schedule", "schedule_from_bytes",
            "schedule_makespan", "profile_sha256"]
 
@@ -169,42 +169,40 @@ def check_stages(sched, stages, n_microbatches, profile=None):
 
 
 class _Engine:
-    """The shim's offload engine for this rank, opened at the first offload so that its host pool
-    is sized from the tensors: the schedule's pool high-water mark, scaled from the profile's
-    bytes to the bytes of that first offload, with a quarter more for other shapes."""
+    """The shim's offload engine for this rank, opened at the first offload. Its pinned host pool
+    is the schedule's (`host_pool_bytes` of the rank: the pool replayed in the runner's issue
+    order), and each slot takes the bytes the schedule planned for that offload, so the pool serves
+    exactly the requests that sized it."""
 
     def __init__(self, schedule, rank, device, host_pool_bytes):
         self.schedule, self.rank = schedule, rank
         self._device, self._pool_bytes = device, host_pool_bytes
         self._rank = None
+        self._bytes = {}
         self.stats = OffloadStats()
 
-    def _open(self, stage, nbytes):
-        pool = self._pool_bytes
-        if pool <= 0:
-            planned = self.schedule.rank(self.rank)["host_pool_bytes"]
-            per_activation = max(1, self.schedule.stage(stage)["offloadable_bytes"])
-            pool = int(math.ceil(planned * nbytes / per_activation * 1.25)) + (1 << 20)
+    def _open(self):
         cuda = self._device.type == "cuda"
         stream = torch.cuda.current_stream(self._device).cuda_stream if cuda else None
         self._rank = Rank(self.schedule, self.rank, backend="cuda" if cuda else "cpu",
-                          host_pool_bytes=pool, cuda_device=self._device.index or 0,
+                          host_pool_bytes=self._pool_bytes, cuda_device=self._device.index or 0,
                           cuda_stream=stream)
 
-    def offload(self, stage, microbatch, device_ptr, nbytes):
+    def offload_segments(self, stage, microbatch, segments):
         if self._rank is None:
-            self._open(stage, nbytes)
-        self._rank.offload(stage, microbatch, device_ptr, nbytes)
+            self._open()
+        self._rank.offload_segments(stage, microbatch, segments)
+        nbytes = self._bytes[(stage, microbatch)] = sum(n for _, n in segments)
         self.stats.offloads += 1
         self.stats.offloaded_bytes += nbytes
         used, capacity = self._rank.host_pool_usage()
         self.stats.host_pool_peak_bytes = max(self.stats.host_pool_peak_bytes, used)
         self.stats.host_pool_bytes = capacity
 
-    def reload(self, stage, microbatch, device_ptr, nbytes):
-        self._rank.reload(stage, microbatch, device_ptr)
+    def reload_segments(self, stage, microbatch, targets):
+        self._rank.reload_segments(stage, microbatch, targets)
         self.stats.reloads += 1
-        self.stats.reloaded_bytes += nbytes
+        self.stats.reloaded_bytes += self._bytes.pop((stage, microbatch))
 
     def __getattr__(self, name):  # wait, synchronize, done, release: only after an offload
         if name.startswith("_") or self._rank is None:
@@ -218,10 +216,13 @@ class _Engine:
 
 
 class _CountingDriver(OffloadDriver):
-    """OffloadDriver whose reloads report their byte count to the engine's statistics."""
+    """OffloadDriver whose transfers go through the engine's statistics."""
 
-    def _reload(self, stage, microbatch, nbytes, target):
-        self.rank.reload(stage, microbatch, target, nbytes)
+    def _offload(self, stage, microbatch, segments):
+        self.rank.offload_segments(stage, microbatch, segments)
+
+    def _reload(self, stage, microbatch, targets):
+        self.rank.reload_segments(stage, microbatch, targets)
 
 
 @dataclasses.dataclass
@@ -252,7 +253,8 @@ class PipelineSchedule(_schedules._PipelineScheduleRuntime):
         loss_fn: as for torch's schedules.
         profile: the profile the schedule was compiled for (path or parsed dict); when given, a
             schedule compiled for another profile is refused. Needed with a JSON schedule.
-        host_pool_bytes: the pinned host pool's size (0: from the schedule and the tensors).
+        host_pool_bytes: the pinned host pool's size (0: the schedule's, sized in the runner's
+            issue order; each offload takes the slot the schedule planned for it).
         offload: False runs the compute order alone, skipping the schedule's offloads, reloads
             and recomputes (to compare memory and step time with and without them).
         watch: online incumbents: before every `watch_every`-th step, read the schedule's path
@@ -303,9 +305,11 @@ class PipelineSchedule(_schedules._PipelineScheduleRuntime):
         self._restore = []
         self.switches = []
         self._steps = 0
+        self._group = stages[0].group
+        self._recorder = StepRecorder()
+        self._pending_events = []  # CUDA (op, stage, start event, end event) of this step
         self._watch = None
         if watch:
-            self._group = stages[0].group
             self._watch_every = watch_every
             self._watch = ScheduleWatch(
                 schedule, lambda data: schedule_from_bytes(data, schedule, profile),
@@ -378,7 +382,10 @@ class PipelineSchedule(_schedules._PipelineScheduleRuntime):
 
         def forward_one_chunk(mb, *args, **kwargs):
             self._driver.before("F", s, mb)
-            output = forward(mb, *args, **kwargs)
+            with self._timed("F", s):
+                output = forward(mb, *args, **kwargs)
+            if (s, mb) in self._saved._entries:
+                self._recorder.saved(s, self._saved.held_bytes(s, mb), (s, mb) in self._recomputed)
             self._driver.after("F", s, mb)
             return output
 
@@ -387,17 +394,26 @@ class PipelineSchedule(_schedules._PipelineScheduleRuntime):
             self._driver.before(op, s, mb)
             self._driver.before_backward(s, mb)
             if self._saved.needs_recompute(s, mb):
-                self._saved.recompute(s, mb)
+                with self._timed("R", s):
+                    self._saved.recompute(s, mb)
                 self._engine.stats.recomputes += 1
-            backward(mb, loss=loss, full_backward=full_backward, last_backward=last_backward)
+            with self._timed(op, s):
+                backward(mb, loss=loss, full_backward=full_backward, last_backward=last_backward)
             self._driver.after_backward(s, mb)
             if full_backward:
                 self._saved.forget(s, mb)
+            else:
+                # torch keeps the whole graph until W; what no weight-gradient node reads goes now,
+                # so B frees A - G as the schedule's memory model has it.
+                state = stage.backward_state.get(mb)
+                self._saved.release_after_input_backward(s, mb, state[1] if state else None)
+                self._recorder.kept(s, self._saved.held_bytes(s, mb))
             self._driver.after(op, s, mb)
 
         def backward_weight_one_chunk(mb, last_backward=False):
             self._driver.before("W", s, mb)
-            backward_weight(mb, last_backward=last_backward)
+            with self._timed("W", s):
+                backward_weight(mb, last_backward=last_backward)
             self._saved.forget(s, mb)
             self._driver.after("W", s, mb)
 
@@ -407,6 +423,41 @@ class PipelineSchedule(_schedules._PipelineScheduleRuntime):
         stage.backward_weight_one_chunk = backward_weight_one_chunk
         self._restore.append((stage, handle))
 
+    @contextlib.contextmanager
+    def _timed(self, op, stage):
+        """Records the op's duration: host time on CPU, CUDA events (read at the step's end) on a
+        GPU, so that timing does not stall the stream."""
+        if self._device.type == "cuda":
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            yield
+            end.record()
+            self._pending_events.append((op, stage, start, end))
+        else:
+            begin = self._recorder.now()
+            yield
+            self._recorder.add(op, stage, self._recorder.now() - begin)
+
+    def write_profile(self, path=None, name="measured"):
+        """The optpipe.profile/v1 these steps measured, on every rank (a collective: call it on
+        every rank of the pipeline): each op's median time over the steps after the first, each
+        stage's saved bytes (A per forward, G left after the input backward, C kept by a
+        recomputed forward), with the schedule's pipeline, budgets, static bytes and link. Rank 0
+        writes it to `path` (atomically) when given; `optpipe-compile` recompiles from it."""
+        if not self._steps:
+            raise RuntimeError("write_profile: no step has run yet")
+        mine = self._recorder.summary()
+        every = [None] * self._stages[0].group_size
+        torch.distributed.all_gather_object(every, mine, group=self._group)
+        profile = build_profile(self.optpipe_schedule, every, name)
+        if path is not None and self._stages[0].group_rank == 0:
+            scratch = f"{os.fspath(path)}.{os.getpid()}.tmp"
+            with open(scratch, "w", encoding="utf-8") as f:
+                json.dump(profile, f, indent=2)
+                f.write("\n")
+            os.replace(scratch, path)
+        return profile
+
     def step(self, *args, **kwargs):
         """One iteration, as torch's schedules' step(*args, target=..., losses=...). With
         watch=True, first switches to a newer schedule when every rank agrees on it."""
@@ -415,10 +466,16 @@ class PipelineSchedule(_schedules._PipelineScheduleRuntime):
         self._engine.stats = OffloadStats(host_pool_bytes=self._engine.stats.host_pool_bytes)
         self._saved.reset_peak()
         self._driver = _CountingDriver(self._engine, self._saved, self._plan)
+        self._recorder.start_step()
         try:
             result = super().step(*args, **kwargs)
         finally:
             self._driver = None
+        if self._pending_events:
+            torch.cuda.synchronize(self._device)
+            for op, stage, start, end in self._pending_events:
+                self._recorder.add(op, stage, start.elapsed_time(end) / 1e3)
+            self._pending_events = []
         left = self._saved.pending()
         if left:
             raise RuntimeError(f"rank {self.rank}: the step ended with saved activations of "

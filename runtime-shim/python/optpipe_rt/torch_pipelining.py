@@ -3,7 +3,8 @@ offload decisions.
 
 The CSV has compute tokens only (`0F3`, `0I3`, `0W3`, `0B3`; no offload token exists), so the
 offloads and reloads come from the `.opsched` of the same compile. `offload_plan` lines the two up:
-for each compute op of a rank it lists the transfers the schedule issues right after it. A loop
+for each compute op of a rank it lists the transfers the schedule issues right after it, in the
+shim's own issue order. A loop
 that executes the CSV (or `torch.distributed.pipelining`'s runtime, through its per-action hooks)
 calls `OffloadDriver.before(op, stage, mb)` / `after(op, stage, mb)` around each compute op and
 `before_backward` / `after_backward` around each backward, with a `SavedActivations` store holding
@@ -46,29 +47,25 @@ def load_csv(text, dialect="2.6"):
 
 def offload_plan(schedule, rank, csv_actions=None):
     """{(op, stage, mb) or None: [("OFFLOAD"|"RELOAD", stage, mb), ...]}: the transfers the
-    schedule issues after each compute op (None: before the first), each after the last compute
-    op that ends by its predicted start, as the compiler's simulator and the shim's runner issue
-    it. When `csv_actions` (one rank's `load_csv` row) is given, checks that it runs the
-    schedule's compute ops in its order (a 2.5 CSV's B then W stands for a fused BW). R has no CSV
-    token (PyTorch recomputes inside the backward, with activation checkpointing): it is skipped,
-    its transfers go with the op before it."""
+    schedule issues after each compute op (None: before the first), in the shim's issue order
+    (`Schedule.issue_order`: each transfer right after the last compute op that ends by its
+    predicted start), the order the C runner walks and the host pool is sized in. When
+    `csv_actions` (one rank's `load_csv` row) is given, checks that it runs the schedule's compute
+    ops in its order (a 2.5 CSV's B then W stands for a fused BW). R has no CSV token (PyTorch
+    recomputes inside the backward, with activation checkpointing): it is skipped, its transfers
+    go with the op before it."""
     plan = {None: []}
     compute = []
-    ends = []  # (issuer, end) per compute op so far; an R issues as the op before it
-    for op, stage, mb, start, end, _bytes in schedule.actions(rank):
+    issuer = None  # the last compute op issued, R aside
+    actions = schedule.actions(rank)
+    for index in schedule.issue_order(rank):
+        op, stage, mb = actions[index][:3]
         if op in ("OFFLOAD", "RELOAD"):
-            k = len(ends)
-            # An offload never goes before the F it copies, whatever rounding did to the times.
-            while k > 0 and ends[k - 1][1] > start and \
-                    not (op == "OFFLOAD" and ends[k - 1][0] == ("F", stage, mb)):
-                k -= 1
-            plan[ends[k - 1][0] if k else None].append((op, stage, mb))
-        elif op == "R":
-            ends.append((ends[-1][0] if ends else None, end))
-        else:
-            compute.append((op, stage, mb))
-            plan[compute[-1]] = []
-            ends.append((compute[-1], end))
+            plan[issuer].append((op, stage, mb))
+        elif op != "R":
+            issuer = (op, stage, mb)
+            compute.append(issuer)
+            plan[issuer] = []
     if csv_actions is not None:
         expanded = []
         for op, stage, mb in compute:
@@ -81,8 +78,8 @@ def offload_plan(schedule, rank, csv_actions=None):
 
 class OffloadDriver:
     """Issues a rank's offloads/reloads from `offload_plan` through an `optpipe_rt.Rank` engine,
-    with buffers from a `SavedActivations` store (optpipe_rt.saved_activations), as the shim's runner
-    does. Call `before(op, stage, mb)` and `after(op, stage, mb)` around each compute op of the
+    with segments from a `SavedActivations` store (optpipe_rt.saved_activations: its
+    offload_segments, offload_complete and reload_segments), as the shim's runner does. Call `before(op, stage, mb)` and `after(op, stage, mb)` around each compute op of the
     loop (op as the CSV names it in optpipe's terms: F, B, W or BW) and `before_backward` /
     `after_backward` around each backward.
 
@@ -115,17 +112,18 @@ class OffloadDriver:
     def _run(self, key):
         for op, stage, mb in self.plan.get(key, []):
             if op == "OFFLOAD":
-                ptr, nbytes = self.offloader.offload_source(stage, mb)
-                self.rank.offload(stage, mb, ptr, nbytes)
+                self._offload(stage, mb, self.offloader.offload_segments(stage, mb))
                 self.offloaded.add((stage, mb))
                 self._copying[(stage, mb)] = self._offload_ends[(stage, mb)]
             else:
                 self._settle(self._starts[("RELOAD", stage, mb)])
-                nbytes = self.offloader.packed_bytes(stage, mb)
-                self._reload(stage, mb, nbytes, self.offloader.reload_target(stage, mb, nbytes))
+                self._reload(stage, mb, self.offloader.reload_segments(stage, mb))
 
-    def _reload(self, stage, microbatch, nbytes, target):
-        self.rank.reload(stage, microbatch, target)
+    def _offload(self, stage, microbatch, segments):
+        self.rank.offload_segments(stage, microbatch, segments)
+
+    def _reload(self, stage, microbatch, targets):
+        self.rank.reload_segments(stage, microbatch, targets)
 
     def _compute_key(self, op, stage, microbatch, fused_part):
         # A 2.5 CSV runs the schedule's fused BW as B then W: B starts it, W ends it.

@@ -7,31 +7,36 @@
 
 `stages` is a list of torch.nn.Module, one per pipeline stage in model order, already on their
 device; `example_input` is one microbatch of the first stage's input (a tensor or a tuple of
-tensors). Each stage runs on the previous stage's output. Per stage, after `warmup` iterations,
-the medians of `iterations` runs give:
+tensors). Each stage runs on the previous stage's output. Each stage is measured as torch's
+pipeline runtime runs it under `optpipe_rt.torch.PipelineSchedule`, with the same saved-tensor
+store (optpipe_rt.saved_activations), so that the profile says what training will do; per stage,
+after `warmup` iterations, the medians of `iterations` runs give:
 
-- forward: the stage's forward (grad enabled);
-- backward_input / backward_weight: torch's split backward as torch.distributed.pipelining runs
-  it (`stage_backward_input`, then `stage_backward_weight` from the gradients it kept at the
-  weight-consuming nodes); without it, B is `torch.autograd.grad(outputs, inputs,
-  retain_graph=True)` and W the fused backward's time less B;
-- activation_bytes A: the storages autograd saves in the forward (saved_tensors_hooks), each
-  storage once, weights and buffers excluded;
-- weight_grad_bytes G: the part of A saved by the autograd nodes that compute a weight gradient
-  (a node with an edge to a parameter, directly or through nodes that save nothing, such as the
-  transpose of a Linear's weight): the inputs W reads again, e.g. a Linear's input;
-- checkpoint_bytes C: the stage input's bytes (at most A), so that a schedule may recompute;
-  recompute_forward is left to default to forward (R runs the forward again);
+- forward: the stage's forward (grad enabled), its saved tensors held by the store;
+- backward_input / backward_weight: torch's split backward (`stage_backward_input`, then
+  `stage_backward_weight` from the gradients it kept at the weight-consuming nodes). The first
+  stage gets no input gradient (its input is the batch: token ids, or data that needs no grad), so
+  torch's runtime skips its B and its W runs the whole backward: B = 0, W = the full backward;
+- activation_bytes A: what the forward saved, weights and buffers excluded, each storage's bytes
+  once, as an offload moves them (one segment per storage, OffloadEngine's packing);
+- weight_grad_bytes G: what stays after B: the saved tensors that a node of the weight backward
+  reads (the store drops the rest after B, as the runtime does). A first stage keeps all of A;
+- checkpoint_bytes C: what a recomputed forward keeps (the saved copies of the stage inputs, at
+  most A); recompute_forward is left to default to forward (R runs the forward again);
 - static bytes per rank: its stages' parameters and buffers, gradients in the parameters' dtype,
   Adam's two fp32 moments and an fp32 master copy of parameters that are not fp32 (16 bytes per
   parameter for fp32 and for bf16 weights).
 """
 
+import contextlib
 import json
 import statistics
 import time
 
 import torch
+from torch.distributed.pipelining._backward import stage_backward_input, stage_backward_weight
+
+from .saved_activations import SavedActivations
 
 _DEFAULT_P2P_MS = 0.05
 
@@ -50,97 +55,18 @@ def _describe(values):
     return ", ".join(parts)
 
 
-def _fresh_inputs(values):
-    """A copy of the stage inputs with their own storages; floating tensors require grad."""
+def _fresh_inputs(values, first):
+    """A copy of the stage inputs with their own storages. A later stage's floating inputs require
+    grad (they arrive from the previous stage); the first stage's do not: torch's pipeline feeds
+    it the batch as data."""
     out = []
     for v in values:
         if isinstance(v, torch.Tensor):
             v = v.detach().clone()
-            if v.is_floating_point() or v.is_complex():
+            if not first and (v.is_floating_point() or v.is_complex()):
                 v.requires_grad_(True)
         out.append(v)
     return tuple(out)
-
-
-def _weight_storages(module):
-    return {t.untyped_storage().data_ptr()
-            for t in list(module.parameters()) + list(module.buffers())}
-
-
-def _saved_tensors_of(node):
-    """The tensors an autograd node saved (its `_saved_*` attributes)."""
-    found = []
-    for name in dir(node):
-        if not name.startswith("_saved_") or name.endswith(("_sym_sizes", "_sym_strides")):
-            continue
-        try:
-            value = getattr(node, name)
-        except RuntimeError:      # already freed
-            continue
-        for v in (value if isinstance(value, (tuple, list)) else (value,)):
-            if isinstance(v, torch.Tensor):
-                found.append(v)
-    return found
-
-
-def _graph_nodes(outputs):
-    seen, stack, order = set(), [o.grad_fn for o in outputs if o.grad_fn is not None], []
-    while stack:
-        node = stack.pop()
-        if node is None or node in seen:
-            continue
-        seen.add(node)
-        order.append(node)
-        stack.extend(n for n, _ in node.next_functions if n is not None)
-    return order
-
-
-def _weight_grad_nodes(nodes, params):
-    """Nodes that compute a weight gradient: an edge to a parameter's AccumulateGrad, directly or
-    through nodes that save no tensors (views, transposes, casts)."""
-    param_ids = {id(p) for p in params}
-    memo = {}
-
-    def reaches_param(node):
-        if node in memo:
-            return memo[node]
-        memo[node] = False
-        variable = getattr(node, "variable", None)
-        if variable is not None:
-            result = id(variable) in param_ids
-        elif _saved_tensors_of(node):
-            result = False
-        else:
-            result = any(n is not None and reaches_param(n) for n, _ in node.next_functions)
-        memo[node] = result
-        return result
-
-    return [node for node in nodes if getattr(node, "variable", None) is None
-            and any(n is not None and reaches_param(n) for n, _ in node.next_functions)]
-
-
-def _saved_bytes(module, inputs):
-    """(outputs, A, G, storage of each saved tensor) of one forward of `module` on `inputs`."""
-    weights = _weight_storages(module)
-    saved = {}                               # storage data_ptr -> nbytes
-
-    def pack(t):
-        key = t.untyped_storage().data_ptr()
-        if key not in weights and t.device.type != "meta":
-            saved[key] = t.untyped_storage().nbytes()
-        return t
-
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-        out = _as_tuple(module(*inputs))
-    outputs = [o for o in _tensors(out) if o.requires_grad]
-    nodes = _graph_nodes(outputs)
-    kept_for_w = set()
-    for node in _weight_grad_nodes(nodes, list(module.parameters())):
-        for t in _saved_tensors_of(node):
-            key = t.untyped_storage().data_ptr()
-            if key in saved:
-                kept_for_w.add(key)
-    return out, sum(saved.values()), sum(saved[k] for k in kept_for_w)
 
 
 def _static_bytes(module):
@@ -164,50 +90,56 @@ class _Clock:
         return time.perf_counter()
 
 
-def _split_backward():
-    try:
-        from torch.distributed.pipelining._backward import (stage_backward_input,
-                                                            stage_backward_weight)
-        return stage_backward_input, stage_backward_weight
-    except ImportError:
-        return None
-
-
-def _time_stage(module, inputs, grads, clock, warmup, iterations):
-    """Median (F, B, W) in ms of one stage."""
+def _measure_stage(module, inputs, first, grads, clock, warmup, iterations):
+    """Runs the stage as torch's pipeline runtime does under optpipe_rt.torch.PipelineSchedule
+    (its forward under the SavedActivations hooks; B as `stage_backward_input`, after which the
+    store drops what the weight backward does not read; W as `stage_backward_weight`; a first
+    stage skips B and runs the whole backward as W, as torch's runtime does) and returns the medians
+    of (F, B, W) in ms, A (bytes the forward saved, as an offload moves them) and G (bytes left
+    after B). `grads` None: gradients for the outputs are drawn on the first run."""
     params = [p for p in module.parameters() if p.requires_grad]
-    split = _split_backward()
     times = {"F": [], "B": [], "W": []}
+    most = {"A": 0, "G": 0}
+    with contextlib.closing(SavedActivations({0: module})) as store:
+        # C: what a recomputed forward keeps (the saved copies of the stage inputs).
+        with store.forward(0, -1, recompute=True):
+            module(*_fresh_inputs(inputs, first))
+        checkpoint = store.held_bytes(0, -1)
+        store.forget(0, -1)
+        medians = _timed_runs(module, inputs, first, grads, clock, warmup, iterations, store,
+                              params, times, most)
+    return medians, most["A"], most["G"], checkpoint
+
+
+def _timed_runs(module, inputs, first, grads, clock, warmup, iterations, store, params, times,
+                most):
     for it in range(warmup + iterations):
-        x = _fresh_inputs(inputs)
+        x = _fresh_inputs(inputs, first)
         diff_inputs = [v for v in _tensors(x) if v.requires_grad]
         t0 = clock.now()
-        outputs = [o for o in _tensors(_as_tuple(module(*x))) if o.requires_grad]
-        t1 = clock.now()
-        out_grads = grads[:len(outputs)]
-        if split is not None:
-            backward_input, backward_weight = split
-            _, param_groups = backward_input(outputs, list(out_grads), diff_inputs, iter(params))
-            t2 = clock.now()
-            backward_weight(iter(params), param_groups)
-            t3 = clock.now()
-            w = t3 - t2
-        else:
-            if diff_inputs:
-                torch.autograd.grad(outputs, diff_inputs, out_grads, retain_graph=True,
-                                    allow_unused=True)
-            t2 = clock.now()
-            x = _fresh_inputs(inputs)
+        with store.forward(0, it):
             outputs = [o for o in _tensors(_as_tuple(module(*x))) if o.requires_grad]
-            t4 = clock.now()
+        t1 = clock.now()
+        most["A"] = max(most["A"], store.held_bytes(0, it))
+        out_grads = list(grads[:len(outputs)])
+        if first:
+            t2 = clock.now()
             torch.autograd.backward(outputs, out_grads)
-            w = max(clock.now() - t4 - (t2 - t1), 0.0)
+            most["G"] = most["A"]
+        else:
+            _, param_groups = stage_backward_input(outputs, out_grads, diff_inputs, iter(params))
+            store.release_after_input_backward(0, it, param_groups)
+            t2 = clock.now()
+            most["G"] = max(most["G"], store.held_bytes(0, it))
+            stage_backward_weight(iter(params), param_groups)
+        t3 = clock.now()
+        store.forget(0, it)
         for p in params:
             p.grad = None
         if it >= warmup:
             times["F"].append((t1 - t0) * 1e3)
-            times["B"].append((t2 - t1) * 1e3)
-            times["W"].append(w * 1e3)
+            times["B"].append((t2 - t1) * 1e3 if not first else 0.0)
+            times["W"].append((t3 - t2) * 1e3)
     return tuple(statistics.median(times[k]) for k in "FBW")
 
 
@@ -267,23 +199,24 @@ def profile_stages(stages, example_input, *, microbatches, budget_bytes=None, ch
     clock = _Clock(device)
     entries, static = [], [0] * ranks
     for s, module in enumerate(stages):
-        x = _fresh_inputs(inputs)
+        x = _fresh_inputs(inputs, s == 0)
         try:
-            out, act, kept = _saved_bytes(module, x)
+            with torch.enable_grad():
+                out = _as_tuple(module(*x))
         except Exception as err:  # noqa: BLE001 (reported with the stage named)
             what = "example_input" if s == 0 else f"stage {s - 1}'s output"
             raise ValueError(f"stages[{s}]: does not accept {what} ({_describe(inputs)}): "
                              f"{type(err).__name__}: {err}") from err
         outputs = [o for o in _tensors(out) if o.requires_grad]
-        if not outputs and s < len(stages) - 1:
+        if not outputs:
             raise ValueError(f"stages[{s}]: its output ({_describe(out)}) does not require grad, "
                              "so no backward can run through it")
         grads = tuple(torch.randn_like(o) for o in outputs)
-        f, b, w = _time_stage(module, inputs, grads, clock, warmup, iterations)
-        checkpoint = min(sum(t.numel() * t.element_size() for t in _tensors(inputs)), act)
+        (f, b, w), act, kept, checkpoint = _measure_stage(module, inputs, s == 0, grads, clock,
+                                                          warmup, iterations)
         entries.append({"index": s, "forward": round(f, 6), "backward_input": round(b, 6),
                         "backward_weight": round(w, 6), "activation_bytes": act,
-                        "weight_grad_bytes": kept, "checkpoint_bytes": checkpoint})
+                        "weight_grad_bytes": kept, "checkpoint_bytes": min(checkpoint, act)})
         static[stage_rank[s]] += _static_bytes(module)
         inputs = tuple(v.detach() if isinstance(v, torch.Tensor) else v for v in out)
 

@@ -102,6 +102,17 @@ class Trainer:
         return ctypes.addressof(buf)
 
 
+class SegmentTrainer(Trainer):
+    """Trainer through the segment callbacks (one segment per activation), as SavedActivations
+    offers them to OffloadDriver and to the runner."""
+
+    def offload_segments(self, s, j):
+        return [self.offload_source(s, j)]
+
+    def reload_segments(self, s, j, sizes=None):
+        return [self.reload_target(s, j, NBYTES if sizes is None else sizes[0])]
+
+
 class ScheduleTest(unittest.TestCase):
     def test_reads_a_file_written_from_the_spec(self):
         data = opsched(ONE_RANK, [0, 0], 2)
@@ -270,13 +281,16 @@ class TorchOffloadTest(unittest.TestCase):
         rank = optpipe_rt.Rank(self.schedule_for_torch(), 0, backend="cpu")
         with offloader.forward(0, 0):
             loss = layer(x).tanh().sum()
-        ptr, nbytes = offloader.offload_source(0, 0)
-        # The activations only: the input and tanh's output, 512 bytes each; not the weight.
-        self.assertEqual(nbytes, 2 * x.numel() * x.element_size())
-        rank.offload(0, 0, ptr, nbytes)
+        segments = offloader.offload_segments(0, 0)
+        # The activations only: the input and tanh's output, 512 bytes each, straight from their
+        # storages (no packed copy: nothing more is resident); not the weight.
+        self.assertEqual([n for _, n in segments], [x.numel() * x.element_size()] * 2)
+        self.assertEqual(offloader.resident_bytes, 2 * x.numel() * x.element_size())
+        rank.offload_segments(0, 0, segments)
         rank.synchronize(0, 0)
         offloader.offload_complete(0, 0)
-        rank.reload(0, 0, offloader.reload_target(0, 0, nbytes))
+        self.assertEqual(offloader.resident_bytes, 0)
+        rank.reload_segments(0, 0, offloader.reload_segments(0, 0))
         rank.wait(0, 0)
         loss.backward()
         rank.release(0, 0)
@@ -315,15 +329,69 @@ def drive_like_a_csv_loop(rank, trainer, offloader, dialect="2.6"):
                 driver.after("W", stage, mb)
 
 
+# OFFLOAD(0, 1) is predicted to start the instant BW(0, 0) starts, when (0, 0) still holds its
+# host slot until BW(0, 0) ends: the runner issues it before BW(0, 0), so two slots are live at
+# once. A replay in file order (compute first at equal times) frees (0, 0)'s slot first, sized the
+# pool for one and the runner ran out (issue 63).
+OFFLOAD_AT_A_BACKWARD = [[
+    (F, 0, 0, 0, 1, 0), (OFFLOAD, 0, 0, 1, 1.5, NBYTES), (F, 1, 0, 1, 2, 0),
+    (RELOAD, 0, 0, 2, 2.5, NBYTES), (BW, 1, 0, 2, 3, 0), (F, 0, 1, 3, 4, 0), (BW, 0, 0, 4, 6, 0),
+    (OFFLOAD, 0, 1, 4, 4.5, NBYTES), (F, 1, 1, 6, 7, 0), (RELOAD, 0, 1, 7, 7.5, NBYTES),
+    (BW, 1, 1, 7, 8, 0), (BW, 0, 1, 8, 10, 0)]]
+
+
+class IssueOrderTest(unittest.TestCase):
+    def test_the_pool_is_sized_in_the_order_the_runner_issues(self):
+        schedule = optpipe_rt.Schedule(opsched(OFFLOAD_AT_A_BACKWARD, [0, 0], 2))
+        actions = schedule.actions(0)
+        order = [actions[i][:3] for i in schedule.issue_order(0)]
+        self.assertLess(order.index(("OFFLOAD", 0, 1)), order.index(("BW", 0, 0)))
+        self.assertEqual(schedule.rank(0)["host_pool_bytes"], 2 * NBYTES)
+        for trainer in (Trainer(), SegmentTrainer()):  # one buffer, and the segment callbacks
+            rank = optpipe_rt.Rank(schedule, 0, backend="cpu", verify_checksums=True)
+            rank.run(trainer)
+            self.assertEqual(rank.host_pool_usage(), (0, 2 * NBYTES))
+            rank.close()
+            self.assertEqual([e[0] for e in trainer.log].count("OFFLOAD"), 2)
+
+    def test_the_python_plan_issues_in_the_same_order(self):
+        from optpipe_rt.torch_pipelining import offload_plan
+        schedule = optpipe_rt.Schedule(opsched(OFFLOAD_AT_A_BACKWARD, [0, 0], 2))
+        plan = offload_plan(schedule, 0)
+        self.assertEqual(plan[("F", 0, 1)], [("OFFLOAD", 0, 1)])   # before BW(0, 0), not after
+        self.assertEqual(plan[("BW", 0, 0)], [])
+
+    def test_a_smaller_offload_takes_the_planned_slot(self):
+        # Slots of the planned size keep the replay's guarantee whatever the real sizes.
+        schedule = optpipe_rt.Schedule(opsched(OFFLOAD_AT_A_BACKWARD, [0, 0], 2))
+        rank = optpipe_rt.Rank(schedule, 0, backend="cpu")
+        small = (ctypes.c_uint8 * 16)()
+        rank.offload_segments(0, 0, [(ctypes.addressof(small), 16)])
+        self.assertEqual(rank.host_pool_usage()[0], NBYTES)
+        rank.synchronize(0, 0)
+        rank.close()
+
+    def test_segments_land_in_one_slot_and_come_back_apart(self):
+        schedule = optpipe_rt.Schedule(opsched(OFFLOAD_AT_A_BACKWARD, [0, 0], 2))
+        rank = optpipe_rt.Rank(schedule, 0, backend="cpu", verify_checksums=True)
+        parts = [(ctypes.c_uint8 * n)(*[(i * 5 + n) % 251 for i in range(n)]) for n in (7, 300, 1)]
+        rank.offload_segments(0, 0, [(ctypes.addressof(p), len(p)) for p in parts])
+        back = [(ctypes.c_uint8 * len(p))() for p in parts]
+        rank.reload_segments(0, 0, [ctypes.addressof(b) for b in back])
+        rank.wait(0, 0)
+        self.assertEqual([bytes(b) for b in back], [bytes(p) for p in parts])
+        with self.assertRaises(optpipe_rt.OptpipeError):
+            rank.reload_segments(0, 0, [ctypes.addressof(back[0])])   # twice
+        rank.release(0, 0)
+        rank.close()
+
+
 class OffloadDriverTest(unittest.TestCase):
     def test_frees_a_device_copy_by_the_first_forward_after_its_predicted_end(self):
-        class Logged(Trainer):
+        class Logged(SegmentTrainer):
             def offload_complete(self, s, j):
                 super().offload_complete(s, j)
                 self.log.append(("FREED", s, j))
-
-            def packed_bytes(self, s, j):
-                return NBYTES
 
         # ONE_RANK with stage 0's microbatch 1 offloaded too, reloaded after BW(0, 0), which a
         # 2.5 CSV runs as B then W.
@@ -385,9 +453,9 @@ class TorchStages:
         offloader = self.offloader = \
             SavedActivations(dict(enumerate(self.stages)), device) if offload else None
         if offloader is not None:
-            self.offload_source = offloader.offload_source
+            self.offload_segments = offloader.offload_segments
             self.offload_complete = offloader.offload_complete
-            self.reload_target = offloader.reload_target
+            self.reload_segments = offloader.reload_segments
         self.heads, self.boundary, self.losses = {}, {}, {}
 
     def forward(self, s, j):

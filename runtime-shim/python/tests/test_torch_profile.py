@@ -115,8 +115,11 @@ class ProfileStagesTest(unittest.TestCase):
         torch.manual_seed(1)
         stage = torch.nn.Sequential(torch.nn.Linear(n_in, n_out, bias=False), torch.nn.ReLU())
         x = torch.randn(batch, n_in)
-        entry = self.profile_stages([stage], x, microbatches=2, budget_bytes=1 << 30,
-                                    warmup=0, iterations=1)["stages"][0]
+        # The stage under test is the second: its input arrives from a stage and needs a gradient.
+        entry = self.profile_stages([torch.nn.Linear(x.shape[1], x.shape[1]), stage], x,
+                                    microbatches=2,
+                                    budget_bytes=1 << 30, warmup=0,
+                                    iterations=1)["stages"][1]
         # By hand: Linear saves its input (batch x in), ReLU its output (batch x out), fp32.
         self.assertEqual(entry["activation_bytes"], 4 * batch * (n_in + n_out))
         # W needs the Linear's input again; the ReLU mask serves B only.
@@ -140,29 +143,42 @@ class ProfileStagesTest(unittest.TestCase):
         stage = torch.nn.Sequential(torch.nn.Linear(512, 512), torch.nn.ReLU(),
                                     torch.nn.Linear(512, 512))
         x = torch.randn(128, 512)
-        entry = self.profile_stages([stage], x, microbatches=2, budget_bytes=1 << 30,
-                                    warmup=2, iterations=7)["stages"][0]
+        entry = self.profile_stages([torch.nn.Linear(x.shape[1], x.shape[1]), stage], x,
+                                    microbatches=2,
+                                    budget_bytes=1 << 30, warmup=2, iterations=7)["stages"][1]
         for key in ("forward", "backward_input", "backward_weight"):
             self.assertGreater(entry[key], 0, key)
         fused = fused_backward_ms(stage, x)
         ratio = (entry["backward_input"] + entry["backward_weight"]) / fused
         self.assertTrue(0.25 < ratio < 4, f"B + W = {ratio:.2f} x fused backward ({fused:.3f} ms)")
 
-    def test_without_torch_split_backward(self):
-        """Where torch has no split backward: B from autograd.grad on the inputs, W = fused - B."""
-        from optpipe_rt import torch_profile
-        saved = torch_profile._split_backward
-        torch_profile._split_backward = lambda: None
-        try:
-            stages, x = build_mlp()
-            profile = self.profile_stages(stages[:2], x, microbatches=2, budget_bytes=1 << 30,
-                                          warmup=1, iterations=3)
-        finally:
-            torch_profile._split_backward = saved
-        for entry in profile["stages"]:
-            self.assertGreater(entry["forward"], 0)
-            self.assertGreater(entry["backward_input"], 0)
-            self.assertGreaterEqual(entry["backward_weight"], 0)
+    def test_a_token_id_stage_has_no_input_backward_and_its_whole_backward_as_w(self):
+        """Stage 0 fed token ids: torch's runtime skips its B (no input gradient) and runs the
+        whole backward as W; the profile says so, and its W is the backward measured apart."""
+        torch.manual_seed(4)
+        vocab, width, tokens = 512, 256, 256
+        first = torch.nn.Sequential(torch.nn.Embedding(vocab, width), torch.nn.Linear(width, width),
+                                    torch.nn.GELU(), torch.nn.Linear(width, width))
+        second = torch.nn.Linear(width, width)
+        ids = torch.randint(0, vocab, (2, tokens // 2))
+        profile = self.profile_stages([first, second], ids, microbatches=4, budget_bytes=1 << 30,
+                                      warmup=3, iterations=15)
+        entry = profile["stages"][0]
+        self.assertEqual(entry["backward_input"], 0)
+        self.assertEqual(entry["weight_grad_bytes"], entry["activation_bytes"])
+        times = []
+        for _ in range(20):
+            out = first(ids)
+            grad = torch.randn_like(out)
+            start = time.perf_counter()
+            torch.autograd.backward([out], [grad])
+            times.append((time.perf_counter() - start) * 1e3)
+            first.zero_grad(set_to_none=True)
+        backward = statistics.median(times[3:])
+        ratio = entry["backward_weight"] / backward
+        self.assertTrue(0.8 <= ratio <= 1.2,
+                        f"W = {entry['backward_weight']:.3f} ms, the backward {backward:.3f} ms")
+        self.assertGreater(profile["stages"][1]["backward_input"], 0)
 
     def test_bad_input_is_refused(self):
         with self.assertRaisesRegex(ValueError, r"stages: empty"):
