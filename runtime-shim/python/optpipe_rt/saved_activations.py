@@ -99,6 +99,7 @@ class _Entry:
         self.on_host = False     # offloaded and not reloaded
         self.checkpoint = None   # (args, kwargs, rng states) of a recomputed forward
         self.recomputed = None   # tensors the recompute saved, in pack order
+        self.recomputed_keys = {}  # pack index -> the segment key its recomputed tensor counts in
 
 
 class SavedActivations:
@@ -380,10 +381,9 @@ class SavedActivations:
         stored = entry.stored[index]
         if stored is None:
             if entry.recomputed is not None:
-                tensor = entry.recomputed[index]
                 entry.recomputed[index] = None
-                if tensor is not None:
-                    self._drop_need(entry, ("recomputed", tensor.untyped_storage().data_ptr()))
+                if index in entry.recomputed_keys:
+                    self._drop_need(entry, entry.recomputed_keys.pop(index))
             return
         if stored.weight:
             stored.tensor = None
@@ -439,9 +439,13 @@ class SavedActivations:
                 tensor = captured[i]
                 if self.is_weight(tensor):
                     continue
-                # A recomputed tensor is counted apart from the first run's storages (gone).
-                fake = _Stored(tensor, False)
-                self._add(entry, fake, ("recomputed", fake.storage_key), None)
+                # A view of a storage the checkpoint holds (the stage input again) is those bytes;
+                # anything else the recompute made is new.
+                again = _Stored(tensor, False)
+                key = again.storage_key if again.storage_key in entry.segments else \
+                    ("recomputed", again.storage_key)
+                entry.recomputed_keys[i] = key
+                self._add(entry, again, key, tensor.untyped_storage())
 
     def forget(self, stage, microbatch):
         """Drops everything about (stage, mb): call after its last backward."""

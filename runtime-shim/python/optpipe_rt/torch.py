@@ -224,6 +224,9 @@ class _CountingDriver(OffloadDriver):
     def _reload(self, stage, microbatch, targets):
         self.rank.reload_segments(stage, microbatch, targets)
 
+    def _recompute(self, stage, microbatch):
+        self.recompute_hook(stage, microbatch)
+
 
 @dataclasses.dataclass
 class ScheduleSwitch:
@@ -393,10 +396,7 @@ class PipelineSchedule(_schedules._PipelineScheduleRuntime):
             op = "BW" if full_backward else "B"
             self._driver.before(op, s, mb)
             self._driver.before_backward(s, mb)
-            if self._saved.needs_recompute(s, mb):
-                with self._timed("R", s):
-                    self._saved.recompute(s, mb)
-                self._engine.stats.recomputes += 1
+            self._recompute(s, mb)  # where the schedule put it, unless the plan had no R
             with self._timed(op, s):
                 backward(mb, loss=loss, full_backward=full_backward, last_backward=last_backward)
             self._driver.after_backward(s, mb)
@@ -422,6 +422,12 @@ class PipelineSchedule(_schedules._PipelineScheduleRuntime):
         stage.backward_one_chunk = backward_one_chunk
         stage.backward_weight_one_chunk = backward_weight_one_chunk
         self._restore.append((stage, handle))
+
+    def _recompute(self, stage, microbatch):
+        if self._saved.needs_recompute(stage, microbatch):
+            with self._timed("R", stage):
+                self._saved.recompute(stage, microbatch)
+            self._engine.stats.recomputes += 1
 
     @contextlib.contextmanager
     def _timed(self, op, stage):
@@ -466,6 +472,7 @@ class PipelineSchedule(_schedules._PipelineScheduleRuntime):
         self._engine.stats = OffloadStats(host_pool_bytes=self._engine.stats.host_pool_bytes)
         self._saved.reset_peak()
         self._driver = _CountingDriver(self._engine, self._saved, self._plan)
+        self._driver.recompute_hook = self._recompute
         self._recorder.start_step()
         try:
             result = super().step(*args, **kwargs)

@@ -51,16 +51,16 @@ def offload_plan(schedule, rank, csv_actions=None):
     (`Schedule.issue_order`: each transfer right after the last compute op that ends by its
     predicted start), the order the C runner walks and the host pool is sized in. When
     `csv_actions` (one rank's `load_csv` row) is given, checks that it runs the schedule's compute
-    ops in its order (a 2.5 CSV's B then W stands for a fused BW). R has no CSV token (PyTorch
-    recomputes inside the backward, with activation checkpointing): it is skipped, its transfers
-    go with the op before it."""
+    ops in its order (a 2.5 CSV's B then W stands for a fused BW). R has no CSV token: it is
+    issued like a transfer, after the compute op before it (("R", stage, mb) in that op's list),
+    so the recompute runs where the schedule puts it and allocates when the schedule says."""
     plan = {None: []}
     compute = []
     issuer = None  # the last compute op issued, R aside
     actions = schedule.actions(rank)
     for index in schedule.issue_order(rank):
         op, stage, mb = actions[index][:3]
-        if op in ("OFFLOAD", "RELOAD"):
+        if op in ("OFFLOAD", "RELOAD", "R"):
             plan[issuer].append((op, stage, mb))
         elif op != "R":
             issuer = (op, stage, mb)
@@ -111,13 +111,20 @@ class OffloadDriver:
 
     def _run(self, key):
         for op, stage, mb in self.plan.get(key, []):
-            if op == "OFFLOAD":
+            if op == "R":
+                self._settle(self._starts[("R", stage, mb)])  # R allocates: the memory fence
+                self._recompute(stage, mb)
+            elif op == "OFFLOAD":
                 self._offload(stage, mb, self.offloader.offload_segments(stage, mb))
                 self.offloaded.add((stage, mb))
                 self._copying[(stage, mb)] = self._offload_ends[(stage, mb)]
             else:
                 self._settle(self._starts[("RELOAD", stage, mb)])
                 self._reload(stage, mb, self.offloader.reload_segments(stage, mb))
+
+    def _recompute(self, stage, microbatch):
+        if self.offloader.needs_recompute(stage, microbatch):
+            self.offloader.recompute(stage, microbatch)
 
     def _offload(self, stage, microbatch, segments):
         self.rank.offload_segments(stage, microbatch, segments)
