@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
@@ -10,6 +11,7 @@
 #include <memory>
 
 #include "cli/interrupt_watch.h"
+#include "cli/runtime_host_pool.h"
 #include "driver/compile_driver.h"
 #include "formats/estimate.h"
 #include "formats/file_io.h"
@@ -271,9 +273,15 @@ int run_validate(const ValidateArgs& args) {
   Problem problem = load_profile(args.profile);
   if (!args.budget.empty()) override_budget(problem, args.budget);
   const ScheduleFile file = load_valid_schedule(problem, args.profile, args.schedule);
+  const std::vector<int64_t> pools = runtime_host_pool_bytes(problem, file.schedule);
   const Metrics metrics = compute_metrics(problem, file.schedule);
   args.summary.table_stream() << args.schedule << ": valid\n"
                               << summary_table(problem, file.schedule.method, metrics);
+  if (std::any_of(pools.begin(), pools.end(), [](int64_t bytes) { return bytes > 0; })) {
+    args.summary.table_stream() << "host pool per rank (the runtime's, in its issue order):";
+    for (const int64_t bytes : pools) args.summary.table_stream() << ' ' << bytes;
+    args.summary.table_stream() << " bytes\n";
+  }
   args.summary.write(summary_json(problem, file.schedule.method, metrics));
   return kExitOk;
 }

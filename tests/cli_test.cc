@@ -34,6 +34,21 @@ TEST_F(CliTest, CompilesTheDemoProfileAndTheResultValidates) {
   EXPECT_NE(check.out.find("valid"), std::string::npos);
 }
 
+// validate reports the host pool the runtime shim sizes for each rank (its replay, in the
+// runner's issue order), where the schedule offloads.
+TEST_F(CliTest, ValidateReportsTheRuntimesHostPool) {
+  const CommandResult compile = run("optpipe-compile", example("gpt-16rank.json") +
+                                                           " --method adaoffload -q -o " +
+                                                           path("s.json"));
+  ASSERT_EQ(compile.exit_code, 0) << compile.err;
+  const CommandResult check =
+      run("optpipe", "validate " + example("gpt-16rank.json") + " " + path("s.json"));
+  EXPECT_EQ(check.exit_code, 0) << check.err;
+  EXPECT_NE(check.out.find("host pool per rank (the runtime's, in its issue order):"),
+            std::string::npos)
+      << check.out;
+}
+
 TEST_F(CliTest, SummaryJsonOnStdoutIsParseableAndComplete) {
   const CommandResult r = run("optpipe-compile", example("gpt-4rank.json") + " --method 1f1b -o " +
                                                      path("s.json") + " --summary-json -");
