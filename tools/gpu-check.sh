@@ -5,7 +5,9 @@
 # where it is installed, and measures pinned D2H/H2D bandwidth through the offload engine against a
 # plain cudaMemcpyAsync loop (target: >= 90%), and runs optpipe_rt.torch.PipelineSchedule on the GPU
 # with examples/mlp-1rank.json's offloading schedule, with and without its offloads (step time,
-# torch.cuda.max_memory_allocated). Every step runs; the exit status is 1 if any failed.
+# torch.cuda.max_memory_allocated), and the conformance models profiled, compiled and run on the
+# GPU (runtime-shim/python/tests/conformance.py --device cuda). Every step runs; the exit status
+# is 1 if any failed.
 #
 #   tools/gpu-check.sh                 build in build-gpu (needs the build dependencies), then check
 #   tools/gpu-check.sh --bundle DIR    build, then copy the programs and the shared libraries they
@@ -14,7 +16,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 readonly programs=(cuda_backend_test offload_engine_test opsched_reader_test
-                   runtime_end_to_end_test optpipe_rt_bandwidth)
+                   runtime_end_to_end_test optpipe_rt_bandwidth optpipe-compile optpipe)
 mib=${GPU_CHECK_MIB:-256}
 iterations=${GPU_CHECK_ITERATIONS:-20}
 
@@ -75,6 +77,11 @@ check() {
   step env OPTPIPE_RT_LIBRARY="$library" PYTHONUNBUFFERED=1 \
        python3 runtime-shim/python/examples/mlp_pipeline.py "$schedule" --device cuda --compare \
        --steps 3 --hidden "${GPU_CHECK_HIDDEN:-4096}" --batch "${GPU_CHECK_BATCH:-2048}"
+  # The conformance models on one GPU: profile there, compile, run (the store's and the CUDA
+  # allocator's peaks against the prediction, the step against the makespan). The Hugging Face
+  # models need transformers (requirements.txt); without it the MLP runs alone and says so.
+  step env OPTPIPE_RT_LIBRARY="$library" OPTPIPE_BIN_DIR="$bin" PYTHONUNBUFFERED=1 \
+       python3 runtime-shim/python/tests/conformance.py --device cuda
   echo "== $failures step(s) failed"
   [[ $failures == 0 ]]
 }

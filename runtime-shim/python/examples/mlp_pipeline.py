@@ -14,21 +14,19 @@ as a dict.
 """
 
 import argparse
-import json
 import os
-import socket
 import sys
-import tempfile
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
-import torch.multiprocessing as mp  # noqa: E402
 from torch.distributed.pipelining import PipelineStage  # noqa: E402
 
 import optpipe_rt  # noqa: E402
+from gloo_group import run_on_ranks  # noqa: E402
 from optpipe_rt.torch import PipelineSchedule  # noqa: E402
 
 RTOL = 1e-5
@@ -147,24 +145,10 @@ def _run_job(rank, schedule_path, profile, hidden, batch_size, seed, offload, de
             "microbatch_bytes": batch_size // microbatches * hidden * x.element_size()}
 
 
-def _worker(rank, world, port, jobs, hidden, batch_size, seed, out_dir, device, steps):
-    torch.set_num_threads(1 if world > 1 else torch.get_num_threads())
-    store = dist.TCPStore("127.0.0.1", port, world, rank == 0, use_libuv=True)
-    dist.init_process_group("gloo", store=store, rank=rank, world_size=world)
-    try:
-        results = [_run_job(rank, job["schedule"], job.get("profile"), hidden, batch_size, seed,
-                            job.get("offload", True), device, steps, job.get("watch"))
-                   for job in jobs]
-        with open(os.path.join(out_dir, f"rank{rank}.json"), "w") as f:
-            json.dump(results, f)
-    finally:
-        dist.destroy_process_group()
-
-
-def _free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def _run_jobs(rank, jobs, hidden, batch_size, seed, device, steps):
+    return [_run_job(rank, job["schedule"], job.get("profile"), hidden, batch_size, seed,
+                     job.get("offload", True), device, steps, job.get("watch"))
+            for job in jobs]
 
 
 def run_many(jobs, hidden=64, batch_size=32, seed=1, device="cpu", steps=1):
@@ -181,14 +165,7 @@ def run_many(jobs, hidden=64, batch_size=32, seed=1, device="cpu", steps=1):
     if torch.device(device).type == "cuda" and ranks != 1:
         raise ValueError(f"--device cuda runs every rank on one GPU, which needs a schedule of "
                          f"1 rank; this one has {ranks}")
-    with tempfile.TemporaryDirectory(prefix="optpipe-mlp-") as out_dir:
-        mp.start_processes(_worker, nprocs=ranks, start_method="fork",
-                           args=(ranks, _free_port(), jobs, hidden, batch_size, seed, out_dir,
-                                 device, steps))
-        per_rank = []
-        for rank in range(ranks):
-            with open(os.path.join(out_dir, f"rank{rank}.json")) as f:
-                per_rank.append(json.load(f))
+    per_rank = run_on_ranks(ranks, _run_jobs, jobs, hidden, batch_size, seed, device, steps)
     return [[per_rank[r][j] for r in range(ranks)] for j in range(len(jobs))]
 
 

@@ -368,7 +368,7 @@ class SavedActivations:
                 for name in _saved_attributes(node):
                     try:
                         getattr(node, name)
-                    except RuntimeError:  # freed, or not a tensor the hooks hold
+                    except Exception:  # noqa: BLE001 (freed, or nothing the hooks hold)
                         pass
         finally:
             self._probe = None
@@ -464,13 +464,15 @@ _SAVED_ATTRIBUTES = {}
 
 
 def _saved_attributes(node):
-    """The names of the `_saved_*` attributes of an autograd node's type that can hold tensors."""
+    """The names of the attributes of an autograd node's type that can hold saved tensors: the
+    `_saved_*` fields of torch's nodes, and `saved_tensors` of a custom autograd.Function's."""
     kind = type(node)
     names = _SAVED_ATTRIBUTES.get(kind)
     if names is None:
         names = _SAVED_ATTRIBUTES[kind] = [
-            name for name in dir(node) if name.startswith("_saved_")
-            and not name.endswith(("_sym_sizes", "_sym_strides", "_sym_size", "_sym_stride"))]
+            name for name in dir(node) if name == "saved_tensors" or (
+                name.startswith("_saved_") and not name.endswith(
+                    ("_sym_sizes", "_sym_strides", "_sym_size", "_sym_stride")))]
     return names
 
 
