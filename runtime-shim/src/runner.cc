@@ -37,12 +37,14 @@ void require_callbacks(const ScheduleData& data, int rank, const optpipe_rt_call
                       : "backward (or backward_input and backward_weight)";
         break;
       case OPTPIPE_RT_OP_OFFLOAD:
-        missing = cb.offload_source || cb.offload_segments ? nullptr
-                                                            : "offload_source (or offload_segments)";
+        missing = cb.offload_source || cb.offload_segments
+                      ? nullptr
+                      : "offload_source (or offload_segments)";
         break;
       case OPTPIPE_RT_OP_RELOAD:
-        missing = cb.reload_target || cb.reload_segments ? nullptr
-                                                         : "reload_target (or reload_segments)";
+        missing = cb.reload_target || cb.reload_segments
+                      ? nullptr
+                      : "reload_target (or reload_segments)";
         break;
       case OPTPIPE_RT_OP_R:
         missing = cb.recompute ? nullptr : "recompute";
@@ -81,7 +83,9 @@ namespace {
 void run_rank_once(RankRuntime& rt, const optpipe_rt_callbacks& cb, void* user) {
   const ScheduleData& data = *rt.schedule;
   std::vector<optpipe_rt_action> actions;
-  for (const size_t i : issue_order(data.actions[rt.rank])) actions.push_back(data.actions[rt.rank][i]);
+  for (const size_t i : issue_order(data.actions[rt.rank])) {
+    actions.push_back(data.actions[rt.rank][i]);
+  }
   require_callbacks(data, rt.rank, cb);
   Backend& backend = *rt.backend;
   OffloadEngine& engine = *rt.engine;

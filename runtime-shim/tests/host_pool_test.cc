@@ -24,7 +24,9 @@ using optpipe::Schedule;
 
 constexpr int64_t kScale = 1 << 14;
 
-int64_t scaled(int64_t bytes) { return bytes / kScale; }
+int64_t scaled(int64_t bytes) {
+  return bytes / kScale;
+}
 
 // The problem and schedule with every byte count divided by kScale, consistently.
 std::pair<Problem, Schedule> scale_down(Problem problem, Schedule schedule) {
@@ -120,24 +122,24 @@ Schedule compiled(const Problem& problem, const std::string& method) {
 
 TEST(HostPool, NeverRunsOutAtThePlannedSizeOnTheExamples) {
   int offloads = 0, schedules = 0;
-  for (const char* name : {"gpt-4rank", "gpt-8rank", "gpt-8rank-vshape", "gpt-16rank",
-                           "mlp-1rank", "mlp-4rank"}) {
-    Problem problem = optpipe::load_profile(std::string(OPTPIPE_SOURCE_DIR) + "/examples/" +
-                                            name + ".json");
+  for (const char* name :
+       {"gpt-4rank", "gpt-8rank", "gpt-8rank-vshape", "gpt-16rank", "mlp-1rank", "mlp-4rank"}) {
+    Problem problem =
+        optpipe::load_profile(std::string(OPTPIPE_SOURCE_DIR) + "/examples/" + name + ".json");
     const std::vector<int64_t> budgets = problem.budget_bytes;
     for (const double fraction : {1.0, 0.85, 0.7}) {
       for (size_t r = 0; r < budgets.size(); ++r) {
-        problem.budget_bytes[r] = problem.static_bytes[r] +
-                                  static_cast<int64_t>((budgets[r] - problem.static_bytes[r]) *
-                                                       fraction);
+        problem.budget_bytes[r] =
+            problem.static_bytes[r] +
+            static_cast<int64_t>((budgets[r] - problem.static_bytes[r]) * fraction);
       }
       for (const char* method : {"adaoffload", "auto"}) {
         const Schedule schedule = compiled(problem, method);
         if (schedule.ranks.empty()) continue;  // nothing fits this budget
         ++schedules;
-        offloads += run_every_rank(problem, schedule,
-                                   std::string(name) + " at " + std::to_string(fraction) + ", " +
-                                       method);
+        offloads +=
+            run_every_rank(problem, schedule,
+                           std::string(name) + " at " + std::to_string(fraction) + ", " + method);
       }
     }
   }

@@ -64,7 +64,8 @@ class _Stored:
         self.tensor = tensor
         self.weight = weight
         self.storage_key = tensor.untyped_storage().data_ptr()
-        self.dtype, self.shape, self.stride = tensor.dtype, tuple(tensor.shape), tuple(tensor.stride())
+        self.dtype, self.shape = tensor.dtype, tuple(tensor.shape)
+        self.stride = tuple(tensor.stride())
         self.span = _span(tensor)
 
 
@@ -427,7 +428,8 @@ class SavedActivations:
             torch.set_rng_state(cpu_rng)
             if cuda_rng is not None:
                 torch.cuda.set_rng_state(cuda_rng, self.device)
-            with torch.enable_grad(), torch.autograd.graph.saved_tensors_hooks(pack, lambda _: None):
+            with torch.enable_grad(), \
+                    torch.autograd.graph.saved_tensors_hooks(pack, lambda _: None):
                 self._modules[stage](*args, **kwargs)
         if len(captured) != len(entry.stored):
             raise RuntimeError(f"stage {stage}, microbatch {microbatch}: the recomputed forward "
@@ -505,7 +507,8 @@ def _leading_to(roots, targets):
             node, expanded = stack.pop()
             if expanded:
                 leads[node] = node in targets or any(
-                    leads.get(child, False) for child, _ in node.next_functions if child is not None)
+                    leads.get(child, False) for child, _ in node.next_functions
+                    if child is not None)
                 continue
             if node in leads:
                 continue

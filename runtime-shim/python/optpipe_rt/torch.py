@@ -44,8 +44,8 @@ logger = logging.getLogger("optpipe_rt")
 
 SUPPORTED_TORCH = ((2, 15),)  # (major, minor) releases whose pipelining runtime this is tested on
 
-__all__ = ["PipelineSchedule", "OffloadStats", "build_profile", "ScheduleMismatch", "ScheduleSwitch",
-           "SUPPORTED_TORCH", "check_stages", "load_schedule", "schedule_from_bytes",
+__all__ = ["PipelineSchedule", "OffloadStats", "build_profile", "ScheduleMismatch",
+           "ScheduleSwitch", "SUPPORTED_TORCH", "check_stages", "load_schedule", "schedule_from_bytes",
            "schedule_makespan", "profile_sha256"]
 
 _TORCH_OPS = {"F": _schedules.FORWARD, "B": _schedules.BACKWARD_INPUT,

@@ -79,8 +79,9 @@ def offload_plan(schedule, rank, csv_actions=None):
 class OffloadDriver:
     """Issues a rank's offloads/reloads from `offload_plan` through an `optpipe_rt.Rank` engine,
     with segments from a `SavedActivations` store (optpipe_rt.saved_activations: its
-    offload_segments, offload_complete and reload_segments), as the shim's runner does. Call `before(op, stage, mb)` and `after(op, stage, mb)` around each compute op of the
-    loop (op as the CSV names it in optpipe's terms: F, B, W or BW) and `before_backward` /
+    offload_segments, offload_complete and reload_segments; recompute for the schedule's R), as
+    the shim's runner does. Call `before(op, stage, mb)` and `after(op, stage, mb)` around each
+    compute op of the loop (op as the CSV names it in optpipe's terms: F, B, W or BW) and `before_backward` /
     `after_backward` around each backward.
 
     An offloaded activation's device copy is freed (`offload_complete`) once its copy has ended,

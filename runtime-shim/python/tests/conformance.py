@@ -256,8 +256,10 @@ def single_process(names, device):
                 stats = pipeline.offload_stats()
                 pipeline.close()
                 predicted = predicted_activation_peaks(schedule, spec)[0]
-                allocator = (f"{(torch.cuda.max_memory_allocated(device) - base) / (predicted + gradients):.3f}"
-                             if cuda else "–")
+                allocator = "–"
+                if cuda:
+                    peak = torch.cuda.max_memory_allocated(device) - base
+                    allocator = f"{peak / (predicted + gradients):.3f}"
                 rows.append(f"| {name} | {case} | {schedule['method']} | {stats.offloads} / "
                             f"{stats.recomputes} | {stats.peak_resident_bytes / predicted:.3f} | "
                             f"{allocator} | "
