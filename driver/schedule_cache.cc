@@ -81,9 +81,11 @@ std::string ScheduleCache::path_for(const Problem& problem, const std::string& m
 std::optional<CachedSchedule> ScheduleCache::find(const Problem& problem,
                                                   const std::string& method) const {
   const std::string path = path_for(problem, method);
-  if (!std::filesystem::exists(path)) return std::nullopt;
+  // The cache's own entry: a symlink, FIFO or device in its place is a miss, never followed.
+  const std::optional<std::string> text = read_own_file(path);
+  if (!text) return std::nullopt;
   try {
-    const ScheduleFile file = load_schedule_json(path);
+    const ScheduleFile file = parse_schedule_json(*text, path);
     // Re-time the stored order for this problem: its costs may differ below the key's precision.
     Schedule schedule =
         simulate_within_budget(problem, order_of(file.schedule), file.schedule.method);
@@ -99,8 +101,8 @@ std::optional<CachedSchedule> ScheduleCache::find(const Problem& problem,
 void ScheduleCache::store(const Problem& problem, const std::string& method,
                           const Schedule& schedule, const Metrics& metrics,
                           const SolverStats* solver) const {
-  write_file_atomically(path_for(problem, method),
-                        schedule_to_json(problem, schedule, metrics, solver).dump() + "\n");
+  replace_own_file(path_for(problem, method),
+                   schedule_to_json(problem, schedule, metrics, solver).dump() + "\n");
 }
 
 }  // namespace optpipe

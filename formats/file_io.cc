@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -138,6 +139,38 @@ void write_file_atomically(const std::string& path, std::string_view content) {
     return replace_regular_file(path, target, content, &existing);
   }
   replace_regular_file(path, target, content, nullptr);
+}
+
+std::optional<std::string> read_own_file(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) return std::nullopt;
+  struct stat st {};
+  std::optional<std::string> text;
+  if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
+      static_cast<uint64_t>(st.st_size) <= kMaxInputBytes) {
+    text.emplace();
+    std::vector<char> block(1 << 20);
+    for (;;) {
+      const ssize_t n = ::read(fd, block.data(), block.size());
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0 || text->size() + static_cast<size_t>(n) > kMaxInputBytes) {
+        text.reset();
+        break;
+      }
+      if (n == 0) break;
+      text->append(block.data(), static_cast<size_t>(n));
+    }
+  }
+  ::close(fd);
+  return text;
+}
+
+void replace_own_file(const std::string& path, std::string_view content) {
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
+    throw InputError(fmt::format("cannot write {}: it is a directory", path));
+  }
+  replace_regular_file(path, path, content, nullptr);
 }
 
 void check_distinct_files(const std::vector<std::pair<std::string, std::string>>& inputs,

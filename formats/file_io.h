@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstddef>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -22,6 +23,17 @@ std::string read_text_file(const std::string& path);
 // replaced. Anything else (a device such as /dev/null, a FIFO, a terminal) is written through,
 // never replaced. InputError naming the path when it cannot.
 void write_file_atomically(const std::string& path, std::string_view content);
+
+// A directory's own entry, for files optpipe owns there (the schedule cache): the content of
+// `path` when it is a regular file; nullopt when it is missing, or anything else (a symlink is
+// not followed, a FIFO or device is not opened for long: open never blocks), or unreadable, or
+// larger than kMaxInputBytes.
+std::optional<std::string> read_own_file(const std::string& path);
+
+// Replaces the directory entry `path` itself with a regular file of `content` (temporary file,
+// flushed, renamed over it): a symlink there is replaced, not followed, and a FIFO or device is
+// replaced, not written into. InputError naming the path when it cannot.
+void replace_own_file(const std::string& path, std::string_view content);
 
 // InputError (exit 2) when two of these paths name the same existing regular file (same device
 // and inode, whatever the names), naming both roles: an output would overwrite an input, or

@@ -2,12 +2,14 @@
 #include "driver/schedule_cache.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "driver/compile_driver.h"
 #include "formats/profile.h"
@@ -151,6 +153,34 @@ TEST_F(CacheCompile, ADamagedEntryIsAMiss) {
   const CompileResult again = compile(p, options(0));
   EXPECT_NE(again.best.method, "cache");
   EXPECT_FALSE(validate(p, again.best.schedule));
+}
+
+// The cache writes its own entries only: an entry replaced by a symlink (to the profile, say) is
+// a miss and is replaced itself, its target untouched; a FIFO there neither blocks the compile
+// nor is written into.
+TEST_F(CacheCompile, AnEntryThatIsNotARegularFileIsReplacedNotFollowed) {
+  const Problem p = testing::uniform_problem(2, 1, 2);
+  compile(p, options(0));
+  std::vector<fs::path> entries;
+  for (const auto& entry : fs::directory_iterator(dir_)) entries.push_back(entry.path());
+  ASSERT_EQ(entries.size(), 1u);
+  const fs::path victim = dir_.string() + "-victim.json";
+  std::ofstream(victim) << "{\"keep\": true}\n";
+  fs::remove(entries[0]);
+  fs::create_symlink(victim, entries[0]);
+  const CompileResult again = compile(p, options(0));
+  EXPECT_NE(again.best.method, "cache");
+  std::ifstream kept(victim);
+  EXPECT_EQ(std::string(std::istreambuf_iterator<char>(kept), {}), "{\"keep\": true}\n");
+  EXPECT_TRUE(fs::is_regular_file(fs::symlink_status(entries[0])));
+  fs::remove(victim);
+
+  fs::remove(entries[0]);
+  ASSERT_EQ(::mkfifo(entries[0].c_str(), 0600), 0);
+  const CompileResult third = compile(p, options(0));  // would block in open() on the FIFO
+  EXPECT_NE(third.best.method, "cache");
+  EXPECT_TRUE(fs::is_regular_file(fs::symlink_status(entries[0])));
+  EXPECT_EQ(compile(p, options(0)).best.method, "cache");  // the replaced entry is a hit
 }
 
 }  // namespace
