@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -219,12 +220,42 @@ class RepeatedKeyFinder : public nlohmann::json_sax<json> {
   std::vector<std::set<std::string>> keys_;  // per object open at this point
 };
 
+// Where the text first opens its (kMaxJsonDepth + 1)-th nested array or object, outside strings:
+// refused before a document is built, whose copies recurse once per level.
+std::optional<size_t> too_deep(std::string_view text) {
+  int depth = 0;
+  bool in_string = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      if (c == '\\') {
+        ++i;
+      } else if (c == '"') {
+        in_string = false;
+      }
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > kMaxJsonDepth) return i;
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 json parse_json_document(std::string_view text, const std::string& source) {
   if (const size_t nul = text.find('\0'); nul != std::string_view::npos) {
     throw_malformed(text_position(text, nul, source),
                     "a NUL byte, which JSON text never has (a binary file?)");
+  }
+  if (const std::optional<size_t> at = too_deep(text)) {
+    throw_malformed(text_position(text, *at, source),
+                    fmt::format("arrays and objects nested deeper than {} levels, the most "
+                                "optpipe reads",
+                                kMaxJsonDepth));
   }
   try {
     json document = json::parse(text.begin(), text.end());

@@ -16,8 +16,12 @@
 
 namespace optpipe {
 
-// Parses a whole document; malformed JSON throws InputError
-//   "<source>:<line>:<column>: malformed JSON: <reason>".
+// The deepest nesting of arrays and objects parse_json_document reads (profiles, schedules and
+// Hugging Face configs nest a few levels).
+inline constexpr int kMaxJsonDepth = 512;
+
+// Parses a whole document; malformed JSON, or JSON nested deeper than kMaxJsonDepth, throws
+// InputError "<source>:<line>:<column>: malformed JSON: <reason>".
 nlohmann::json parse_json_document(std::string_view text, const std::string& source);
 
 class JsonField {

@@ -3,6 +3,8 @@
 
 #include <nlohmann/json.hpp>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "tests/command_line_test.h"
 
@@ -31,6 +33,32 @@ TEST_F(BadInputCliTest, ANulByteIsNamedWithItsPlace) {
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_EQ(lines(r.err), 1) << r.err;
   EXPECT_NE(r.err.find("nul.json:1:33: malformed JSON: a NUL byte"), std::string::npos) << r.err;
+}
+
+// JSON nested 100,000 deep crashed three tools (a recursive copy overflowed the stack): every
+// reader refuses it with exit 2 and one line, wherever the depth is.
+TEST_F(BadInputCliTest, DeeplyNestedJsonIsRefusedNotACrash) {
+  const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  ASSERT_EQ(run("optpipe-compile", example("gpt-4rank.json") + " --method 1f1b -q -o " +
+                                       path("s.json"))
+                .exit_code,
+            0);
+  std::string text = slurp(path("s.json"));
+  text.insert(text.rfind('}'), ", \"deep\": " + deep);
+  write("deep-schedule.json", text);
+  write("deep-config.json", "{\"model_type\": \"llama\", \"rope_scaling\": " + deep + "}");
+  for (const auto& [tool, args] : std::vector<std::pair<std::string, std::string>>{
+           {"optpipe", "validate " + example("gpt-4rank.json") + " " + path("deep-schedule.json")},
+           {"optpipe", "render " + example("gpt-4rank.json") + " " + path("deep-schedule.json") +
+                           " -o " + path("t.svg")},
+           {"optpipe", "convert " + example("gpt-4rank.json") + " " + path("deep-schedule.json") +
+                           " " + path("t.opsched")},
+           {"optpipe", "estimate " + path("deep-config.json") + " -o " + path("p.json")}}) {
+    const CommandResult r = run(tool, args);
+    EXPECT_EQ(r.exit_code, 2) << args << ": " << r.err;
+    EXPECT_EQ(lines(r.err), 1) << r.err;
+    EXPECT_NE(r.err.find("nested deeper than 512 levels"), std::string::npos) << r.err;
+  }
 }
 
 TEST_F(BadInputCliTest, AnEndlessInputEndsInAnError) {

@@ -121,7 +121,7 @@ def schedule_from_bytes(data, name, profile=None):
                                "written by `optpipe-compile --format bin`")
     try:
         budgets = {rank["budget_bytes"] for rank in json.loads(data).get("ranks", [])}
-    except (ValueError, AttributeError, KeyError, TypeError) as error:
+    except (ValueError, AttributeError, KeyError, TypeError, RecursionError) as error:
         raise ScheduleMismatch(f"{name}: neither an .opsched nor a JSON schedule: "
                                f"{error}") from None
     with tempfile.TemporaryDirectory(prefix="optpipe-") as scratch:
