@@ -7,6 +7,7 @@ optpipe_rt.torch.profile_stages and docs/runtime-shim.md, "Measuring a profile f
 
 import argparse
 import importlib
+import os
 import sys
 
 
@@ -38,9 +39,23 @@ def main(argv=None):
         parser.error(f"builder: expected MODULE:FUNCTION, got {args.builder!r}")
     if "" not in sys.path:
         sys.path.insert(0, "")
-    built = getattr(importlib.import_module(module_name), function_name)()
+    try:
+        module = importlib.import_module(module_name)
+    except Exception as err:  # noqa: BLE001 (a bad builder is bad input: exit 2, one line)
+        return _fail(f"builder: cannot import {module_name}: {type(err).__name__}: {err}")
+    source = getattr(module, "__file__", None)
+    if source and os.path.exists(args.output) and os.path.samefile(source, args.output):
+        return _fail(f"-o {args.output}: is the builder's own source ({module_name}); name "
+                     "another file")
+    builder = getattr(module, function_name, None)
+    if not callable(builder):
+        return _fail(f"builder: {module_name} has no function {function_name}")
+    try:
+        built = builder()
+    except Exception as err:  # noqa: BLE001
+        return _fail(f"builder: {args.builder}() failed: {type(err).__name__}: {err}")
     if not isinstance(built, (tuple, list)) or len(built) != 2:
-        parser.error(f"{args.builder} must return (stages, example_input)")
+        return _fail(f"builder: {args.builder} must return (stages, example_input)")
     from .torch_profile import profile_stages
     try:
         profile_stages(built[0], built[1], microbatches=args.microbatches,
@@ -50,10 +65,16 @@ def main(argv=None):
                        iterations=args.iterations, name=args.name or module_name,
                        output=args.output)
     except ValueError as err:
-        print(f"optpipe_rt.profile: {err}", file=sys.stderr)
-        return 2
+        return _fail(str(err))
     print(f"wrote {args.output}")
     return 0
+
+
+def _fail(message):
+    """Exit 2 with one line on stderr (control characters escaped)."""
+    line = message.replace("\n", " ").encode("unicode_escape").decode("ascii")
+    print(f"optpipe_rt.profile: {line}", file=sys.stderr)
+    return 2
 
 
 if __name__ == "__main__":

@@ -30,6 +30,9 @@ after `warmup` iterations, the medians of `iterations` runs give:
 
 import contextlib
 import json
+import math
+import os
+import re
 import statistics
 import time
 
@@ -143,6 +146,44 @@ def _timed_runs(module, inputs, first, grads, clock, warmup, iterations, store, 
     return tuple(statistics.median(times[k]) for k in "FBW")
 
 
+_UNITS = {"": 1, "B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12,
+          "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40}
+_MAX_BYTES = 2**50
+_SIZE = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?)\s*([A-Za-z]*)\s*$")
+
+
+def _check_size(field, value):
+    """A size as docs/profile.md accepts it: 1 to 2^50 bytes, an integer or "40GiB"."""
+    if isinstance(value, bool) or not isinstance(value, (int, str)):
+        raise ValueError(f"{field}: must be an integer number of bytes or a size such as "
+                         f"\"40GiB\", got {value!r}")
+    nbytes = value
+    if isinstance(value, str):
+        match = _SIZE.match(value)
+        if not match or match.group(2) not in _UNITS:
+            raise ValueError(f"{field}: not a size: {value!r} (a number and an optional unit: "
+                             "B, KB, MB, GB, TB, KiB, MiB, GiB, TiB; e.g. \"40GiB\")")
+        nbytes = float(match.group(1)) * _UNITS[match.group(2)]
+    if not 1 <= nbytes <= _MAX_BYTES:
+        raise ValueError(f"{field}: must be 1 byte to 1024TiB, got {value!r}")
+    return value
+
+
+def _check_number(field, value, low, high, unit=""):
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or \
+            not math.isfinite(value) or not low <= value <= high:
+        raise ValueError(f"{field}: must be a number from {low:g} to {high:g}{unit}, "
+                         f"got {value!r}")
+
+
+def _check_name(name):
+    if not isinstance(name, str) or any(ord(c) < 0x20 or 0x7f <= ord(c) < 0xa0 or
+                                        c in "\u2028\u2029\u202a\u202b\u202c\u202d\u202e"
+                                        for c in name):
+        raise ValueError(f"name: must be text without control characters (escape codes, line "
+                         f"breaks, tabs, direction overrides), got {name!r}")
+
+
 def _placement_ranks(placement, ranks, chunks):
     stages = ranks * chunks
     if placement == "loop":
@@ -151,10 +192,13 @@ def _placement_ranks(placement, ranks, chunks):
         if chunks != 2:
             raise ValueError(f"placement: \"vshape\" needs chunks_per_rank = 2, got {chunks}")
         return [s if s < ranks else 2 * ranks - 1 - s for s in range(stages)]
-    if isinstance(placement, (list, tuple)) and len(placement) == stages:
+    if isinstance(placement, (list, tuple)) and len(placement) == stages and \
+            all(isinstance(r, int) and not isinstance(r, bool) and 0 <= r < ranks
+                for r in placement) and \
+            all(list(placement).count(r) == chunks for r in range(ranks)):
         return list(placement)
-    raise ValueError(f"placement: must be \"loop\", \"vshape\" or a list of {stages} ranks, "
-                     f"got {placement!r}")
+    raise ValueError(f"placement: must be \"loop\", \"vshape\" or a list of {stages} ranks "
+                     f"from 0 to {ranks - 1}, each {chunks} times, got {placement!r}")
 
 
 def profile_stages(stages, example_input, *, microbatches, budget_bytes=None, chunks_per_rank=1,
@@ -171,12 +215,17 @@ def profile_stages(stages, example_input, *, microbatches, budget_bytes=None, ch
     for s, module in enumerate(stages):
         if not isinstance(module, torch.nn.Module):
             raise ValueError(f"stages[{s}]: must be a torch.nn.Module, got {type(module).__name__}")
-    if not isinstance(microbatches, int) or microbatches < 1:
-        raise ValueError(f"microbatches: must be an integer >= 1, got {microbatches!r}")
-    if not isinstance(chunks_per_rank, int) or chunks_per_rank < 1 \
-            or len(stages) % chunks_per_rank:
-        raise ValueError(f"chunks_per_rank: must divide the number of stages ({len(stages)}), "
-                         f"got {chunks_per_rank!r}")
+    if isinstance(microbatches, bool) or not isinstance(microbatches, int) or \
+            not 1 <= microbatches <= 65536:
+        raise ValueError(f"microbatches: must be an integer from 1 to 65536, got {microbatches!r}")
+    if isinstance(chunks_per_rank, bool) or not isinstance(chunks_per_rank, int) or \
+            not 1 <= chunks_per_rank <= 64 or len(stages) % chunks_per_rank:
+        raise ValueError(f"chunks_per_rank: must be 1 to 64 and divide the number of stages "
+                         f"({len(stages)}), got {chunks_per_rank!r}")
+    if len(stages) // chunks_per_rank > 4096:
+        raise ValueError(f"stages: {len(stages)} stages of {chunks_per_rank} per rank are more "
+                         "than 4096 ranks")
+    _check_name(name)
     if warmup < 0 or iterations < 1:
         raise ValueError(f"iterations: must be >= 1 (warmup >= 0), got {iterations}, {warmup}")
     ranks = len(stages) // chunks_per_rank
@@ -191,10 +240,10 @@ def profile_stages(stages, example_input, *, microbatches, budget_bytes=None, ch
             raise ValueError("budget_bytes: required when the stages are not on a CUDA device "
                              "(the per-rank memory budget, e.g. \"40GiB\")")
         budget_bytes = torch.cuda.get_device_properties(device).total_memory
-    if p2p_latency < 0:
-        raise ValueError(f"p2p_latency: must be >= 0 (ms), got {p2p_latency}")
-    if offload_gb_per_s is not None and offload_gb_per_s <= 0:
-        raise ValueError(f"offload_gb_per_s: must be > 0, got {offload_gb_per_s}")
+    _check_size("budget_bytes", budget_bytes)
+    _check_number("p2p_latency", p2p_latency, 0, 1e12, " ms")
+    if offload_gb_per_s is not None:
+        _check_number("offload_gb_per_s", offload_gb_per_s, 0.001, 1e6, " GB/s")
 
     clock = _Clock(device)
     entries, static = [], [0] * ranks
@@ -235,7 +284,19 @@ def profile_stages(stages, example_input, *, microbatches, budget_bytes=None, ch
     if offload_gb_per_s is not None:
         profile["offload"] = {"d2h_gb_per_s": offload_gb_per_s, "h2d_gb_per_s": offload_gb_per_s}
     if output is not None:
-        with open(output, "w", encoding="utf-8") as f:
-            json.dump(profile, f, indent=2)
-            f.write("\n")
+        _write_atomically(output, json.dumps(profile, indent=2, allow_nan=False) + "\n")
     return profile
+
+
+def _write_atomically(path, text):
+    """Writes `text` to `path` whole or not at all (a temporary file beside it, renamed over)."""
+    path = os.fspath(path)
+    scratch = os.path.join(os.path.dirname(os.path.abspath(path)),
+                           f".{os.path.basename(path)}.tmp.{os.getpid()}")
+    try:
+        with open(scratch, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(scratch, path)
+    finally:
+        if os.path.exists(scratch):
+            os.unlink(scratch)

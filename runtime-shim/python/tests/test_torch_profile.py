@@ -178,6 +178,51 @@ class ProfileStagesTest(unittest.TestCase):
                 break
         self.assertTrue(0.8 <= ratios[-1] <= 1.2, f"W / the backward measured apart: {ratios}")
 
+    def test_arguments_the_compiler_would_refuse_are_refused(self):
+        stages = [torch.nn.Linear(8, 8), torch.nn.Linear(8, 8)]
+        x = torch.randn(4, 8)
+        for kwargs, says in [
+                ({"budget_bytes": "lots"}, r"budget_bytes: not a size: 'lots'"),
+                ({"budget_bytes": -1}, r"budget_bytes: must be 1 byte to 1024TiB"),
+                ({"budget_bytes": 1e30}, r"budget_bytes: must be an integer number of bytes"),
+                ({"budget_bytes": "2048TiB"}, r"budget_bytes: must be 1 byte to 1024TiB"),
+                ({"p2p_latency": float("nan")}, r"p2p_latency: must be a number"),
+                ({"offload_gb_per_s": float("inf")}, r"offload_gb_per_s: must be a number"),
+                ({"microbatches": 10**6}, r"microbatches: must be an integer from 1 to 65536"),
+                ({"placement": [0, 0]}, r"placement: must be .* each 1 times"),
+                ({"name": "a\x1b[31mb"}, r"name: must be text without control characters"),
+                ({"name": "evil\u202e"}, r"name: must be text without control characters")]:
+            args = {"microbatches": 2, "budget_bytes": 1 << 30}
+            args.update(kwargs)
+            with self.assertRaisesRegex(ValueError, says, msg=kwargs):
+                self.profile_stages(stages, x, **args)
+
+    def test_the_entry_point_refuses_a_bad_builder_and_its_own_source(self):
+        scratch = self.path("mods")
+        os.makedirs(scratch, exist_ok=True)
+        source = os.path.join(scratch, "tinymod.py")
+        text = ("import torch\n"
+                "def build():\n"
+                "    return [torch.nn.Linear(4, 4), torch.nn.Linear(4, 4)], torch.randn(2, 4)\n"
+                "def broken():\n"
+                "    raise RuntimeError('no GPU here')\n")
+        with open(source, "w") as f:
+            f.write(text)
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join([PYTHON_DIR, scratch]))
+        for builder, output, says in [
+                ("tinymod:build", source, "is the builder's own source"),
+                ("nomodule:build", self.path("x.json"), "cannot import nomodule"),
+                ("tinymod:broken", self.path("x.json"), "broken() failed: RuntimeError"),
+                ("tinymod:missing", self.path("x.json"), "has no function missing")]:
+            run = subprocess.run([sys.executable, "-m", "optpipe_rt.profile", builder,
+                                  "--microbatches", "2", "--budget", "1GiB", "-o", output],
+                                 capture_output=True, text=True, env=env, cwd=scratch)
+            self.assertEqual(run.returncode, 2, run.stderr)
+            self.assertEqual(len(run.stderr.strip().splitlines()), 1, run.stderr)
+            self.assertIn(says, run.stderr)
+        with open(source) as f:
+            self.assertEqual(f.read(), text)
+
     def test_bad_input_is_refused(self):
         with self.assertRaisesRegex(ValueError, r"stages: empty"):
             self.profile_stages([], torch.randn(2, 2), microbatches=1, budget_bytes=1 << 30)
@@ -189,7 +234,7 @@ class ProfileStagesTest(unittest.TestCase):
             self.profile_stages(stages, torch.randn(4, 5), microbatches=1, budget_bytes=1 << 30)
         with self.assertRaisesRegex(ValueError, r"budget_bytes: required"):
             self.profile_stages(stages[:1], torch.randn(4, 8), microbatches=1)
-        with self.assertRaisesRegex(ValueError, r"chunks_per_rank: must divide"):
+        with self.assertRaisesRegex(ValueError, r"chunks_per_rank: must be 1 to 64 and divide"):
             self.profile_stages(stages, torch.randn(4, 8), microbatches=1, budget_bytes=1 << 30,
                                 chunks_per_rank=3)
 
