@@ -335,7 +335,14 @@ CommandRunner add_compile_command(CLI::App& app) {
                  "The optimiser's work (auto, milp): 1 (default) takes a few seconds at 8 ranks "
                  "and 32 microbatches; 2 does twice the work. The same profile and flags give "
                  "the same schedule on any machine unless --time-limit comes first")
-      ->check(kPositive);
+      ->check(kPositive)
+      ->check(CLI::Validator(
+          [](std::string& input) -> std::string {
+            if (std::stod(input) <= kMaxEffort) return "";
+            return fmt::format("must be at most {:.0f} (a million times the default work), got {}",
+                               kMaxEffort, input);
+          },
+          "at most 1e6"));
   app.add_option("--time-limit", args->time_limit_seconds,
                  "Safety cap in seconds on the whole compile (default 60, 0 skips the optimiser, "
                  "inf: none); reaching it makes the result depend on the machine")

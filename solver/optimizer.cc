@@ -691,8 +691,9 @@ class OptimizerRun {
 }  // namespace
 
 WorkBudget WorkBudget::at_effort(double effort) {
+  // Saturating: an effort past kMaxEffort (refused by the CLI) must not wrap to no work at all.
   const auto scaled = [effort](double units) {
-    return static_cast<int64_t>(std::llround(std::max(0.0, effort) * units));
+    return static_cast<int64_t>(std::llround(std::clamp(effort, 0.0, kMaxEffort) * units));
   };
   return {.policy_timings = scaled(kEffortPolicyTimings),
           .search_steps = scaled(kEffortSearchSteps),

@@ -28,6 +28,10 @@ struct SearchProgress {
 };
 using ProgressCallback = std::function<void(const SearchProgress& progress)>;
 
+// The most effort a compile takes (--effort): 10^6 times the default's work, which no machine
+// ends, and far below where the work counts would overflow.
+inline constexpr double kMaxEffort = 1e6;
+
 // The search's budget of work (docs/solver.md, Reproducible compiles), in units that do not
 // depend on the machine: each phase stops when its share is spent.
 struct WorkBudget {

@@ -61,6 +61,14 @@ TEST_F(BadInputCliTest, DeeplyNestedJsonIsRefusedNotACrash) {
   }
 }
 
+// --effort 1e15 overflowed the work counts into no work at all, reported as done.
+TEST_F(BadInputCliTest, AnEffortPastTheLimitIsRefused) {
+  const CommandResult r = run("optpipe-compile", example("gpt-4rank.json") + " --effort 1e15");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(lines(r.err), 1) << r.err;
+  EXPECT_NE(r.err.find("--effort: must be at most 1000000"), std::string::npos) << r.err;
+}
+
 TEST_F(BadInputCliTest, AnEndlessInputEndsInAnError) {
   const CommandResult r = run("optpipe-compile", "/dev/zero");
   EXPECT_EQ(r.exit_code, 2);
