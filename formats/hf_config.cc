@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cstdint>
 
 #include "formats/json_fields.h"
@@ -68,6 +69,36 @@ std::string model_type_of(const JsonField& config) {
       "give \"model_type\", or write an optpipe.model/v1 description (docs/estimate.md)");
 }
 
+// A mixture of experts under a dense model_type (Mixtral's fields under "llama", Qwen2-MoE's under
+// "qwen2"): optpipe's models are dense, so such a config is refused, not estimated as dense.
+void refuse_experts(const JsonField& config, const std::string& type) {
+  for (std::string_view key : {"num_local_experts", "num_experts", "n_routed_experts",
+                               "num_experts_per_tok", "moe_intermediate_size"}) {
+    const auto field = find_set(config, key);
+    if (field && field->value() != json(0) && field->value() != json(1)) {
+      field->fail(fmt::format("a mixture of experts, which optpipe estimate does not model "
+                              "(its {} models are dense)",
+                              type),
+                  "write an optpipe.model/v1 description (docs/estimate.md)");
+    }
+  }
+  const auto architectures = find_set(config, "architectures");
+  if (!architectures || !architectures->value().is_array()) return;
+  for (const JsonField& entry : architectures->items()) {
+    if (!entry.value().is_string()) continue;
+    const std::string name = entry.value().get<std::string>();
+    std::string lower = name;
+    std::transform(lower.begin(), lower.end(), lower.begin(),
+                   [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+    if (lower.find("moe") != std::string::npos || lower.find("mixtral") != std::string::npos) {
+      entry.fail(fmt::format("a mixture of experts, which optpipe estimate does not model "
+                             "(its {} models are dense)",
+                             type),
+                 "write an optpipe.model/v1 description (docs/estimate.md)");
+    }
+  }
+}
+
 }  // namespace
 
 const std::vector<std::string_view>& supported_hf_model_types() {
@@ -94,6 +125,7 @@ json model_from_hf_config(const json& document, const std::string& source) {
                                 "write an optpipe.model/v1 description (docs/estimate.md)",
                                 preview_json(json(type)), names));
   }
+  refuse_experts(config, type);
   const HfKeys& keys = type == "gpt2" ? kGpt2Keys : kLlamaKeys;
 
   const int64_t layers = required(config, keys.layers, kMaxLayers, "the number of layers");
@@ -110,7 +142,7 @@ json model_from_hf_config(const json& document, const std::string& source) {
   }
   // optpipe's attention has a heads of d = h / a; a config whose head_dim differs is another shape.
   if (auto head_dim = find_set(config, "head_dim")) {
-    if (head_dim->value() != json(hidden / heads)) {
+    if (head_dim->integer(1, kMaxDimension) != hidden / heads) {
       head_dim->fail(fmt::format("differs from {} / {} = {}, which is all optpipe models",
                                  keys.hidden, keys.heads, hidden / heads),
                      "write an optpipe.model/v1 description (docs/estimate.md)");

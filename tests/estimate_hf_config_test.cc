@@ -322,6 +322,28 @@ TEST(estimate_hf_config, ErrorsNameTheFieldAndWhereItCameFrom) {
             "(docs/estimate.md)");
   EXPECT_EQ(config_error([](json& c) { c.erase("intermediate_size"); }),
             "config.json: intermediate_size: missing; the MLP's inner size");
+  // A string head_dim is not a number that differs: it is not a number.
+  EXPECT_EQ(config_error([](json& c) { c["head_dim"] = "128"; }),
+            "config.json: head_dim: must be an integer >= 1, got \"128\"");
+  // Mixtral's and Qwen2-MoE's fields under a dense model_type are refused, not estimated dense.
+  EXPECT_EQ(config_error([](json& c) { c["architectures"] = {"MixtralForCausalLM"}; }),
+            "config.json: architectures[0]: a mixture of experts, which optpipe estimate does "
+            "not model (its llama models are dense), got \"MixtralForCausalLM\"; write an "
+            "optpipe.model/v1 description (docs/estimate.md)");
+  EXPECT_EQ(config_error([](json& c) { c["num_local_experts"] = 8; }),
+            "config.json: num_local_experts: a mixture of experts, which optpipe estimate does "
+            "not model (its llama models are dense), got 8; write an optpipe.model/v1 "
+            "description (docs/estimate.md)");
+  EXPECT_EQ(config_error([](json& c) {
+              c["model_type"] = "qwen2";
+              c["num_experts"] = 60;
+            }).rfind("config.json: num_experts: a mixture of experts", 0),
+            0u);
+  {
+    json one_expert = llama3_8b_config();
+    one_expert["num_local_experts"] = 1;  // one expert is a dense MLP
+    EXPECT_NO_THROW(combine(one_expert, setup));
+  }
 
   // The setup and the flags: each error names the file or flag that gave the field.
   auto setup_error = [&](const std::function<void(json&)>& edit, EstimateOverrides flags = {}) {
