@@ -304,6 +304,27 @@ OffloadLink read_offload(const JsonField& offload, const Problem& problem) {
   return link;
 }
 
+// The longest name a profile may give: names are printed in every table and message.
+constexpr size_t kMaxNameBytes = 256;
+
+// Characters that change how a terminal shows the rest of a line: C0 and C1 controls, DEL, the
+// line and paragraph separators, and the bidirectional embeddings, overrides and isolates.
+bool forges_text(std::string_view text) {
+  for (size_t i = 0; i < text.size(); ++i) {
+    const auto byte = [&](size_t k) { return static_cast<unsigned char>(text[k]); };
+    if (byte(i) < 0x20 || byte(i) == 0x7f) return true;
+    if (byte(i) == 0xC2 && i + 1 < text.size() && byte(i + 1) >= 0x80 && byte(i + 1) <= 0x9F) {
+      return true;  // U+0080..U+009F
+    }
+    if (byte(i) == 0xE2 && i + 2 < text.size()) {
+      const unsigned char second = byte(i + 1), third = byte(i + 2);
+      if (second == 0x80 && third >= 0xA8 && third <= 0xAE) return true;  // U+2028..U+202E
+      if (second == 0x81 && third >= 0xA6 && third <= 0xA9) return true;  // U+2066..U+2069
+    }
+  }
+  return false;
+}
+
 Problem read_profile(const JsonField& root, const std::string& source) {
   read_format(root);
   root.expect_object({"$schema", "format", "name", "time_unit", "pipeline", "stage_defaults",
@@ -313,11 +334,15 @@ Problem read_profile(const JsonField& root, const std::string& source) {
   Problem problem;
   const auto name = root.find("name");
   problem.name = name ? name->string() : default_name(source);
-  // The name is printed in tables and messages: escape codes or line breaks would forge them.
-  if (name && std::any_of(problem.name.begin(), problem.name.end(), [](char c) {
-        return static_cast<unsigned char>(c) < 0x20 || c == 0x7f;
-      })) {
-    name->fail("must not contain control characters (escape codes, line breaks, tabs)");
+  // The name is printed in tables and messages: escape codes, line breaks or direction overrides
+  // would forge them, and a name of pages would bury them.
+  if (name && forges_text(problem.name)) {
+    name->fail_plain("must not contain control characters (escape codes, line breaks, tabs, "
+                     "direction overrides)");
+  }
+  if (name && problem.name.size() > kMaxNameBytes) {
+    name->fail_plain(fmt::format("must be at most {} bytes, got {}", kMaxNameBytes,
+                                 problem.name.size()));
   }
   if (auto unit = root.find("time_unit")) {
     problem.time_unit =

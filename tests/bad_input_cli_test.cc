@@ -84,6 +84,19 @@ TEST_F(BadInputCliTest, ControlCharactersInTheNameAreRefusedNotPrinted) {
   EXPECT_EQ(lines(r.err), 1) << r.err;
   EXPECT_EQ(r.err.find('\x1b'), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("name: must not contain control characters"), std::string::npos) << r.err;
+  // C1 controls, line separators and direction overrides forge a terminal line as well, and a
+  // name of pages buries the message: each is refused in one short line that does not print it.
+  for (const std::string& name :
+       std::vector<std::string>{"csi\xc2\x9b" "31m", "next\xc2\x85line", "rtl\xe2\x80\xae",
+                                "sep\xe2\x80\xa8", std::string(200000, 'n')}) {
+    profile["name"] = name;
+    write("evil.json", profile.dump());
+    const CommandResult again = run("optpipe-compile", path("evil.json"));
+    EXPECT_EQ(again.exit_code, 2);
+    EXPECT_EQ(lines(again.err), 1) << again.err;
+    EXPECT_LT(again.err.size(), 300u) << again.err.substr(0, 300);
+    EXPECT_EQ(again.err.find(name), std::string::npos);
+  }
 }
 
 // At many ranks the exit-3 message names the first ranks that do not fit and counts the rest.

@@ -53,7 +53,7 @@ class ConformanceTest(unittest.TestCase):
     def test_loss_and_gradients_equal_the_single_process_reference(self):
         for where, _, _, ranks in self.cases():
             for r in ranks:
-                self.assertTrue(r["grads_equal"], (where, r["rank"]))
+                self.assertTrue(r["grads_equal"], (where, r["rank"], r["grad_error"]))
                 self.assertTrue(r["losses_equal"], (where, r["rank"]))
 
     def test_each_rank_does_what_the_schedule_says(self):
