@@ -296,6 +296,7 @@ class PipelineSchedule(_schedules._PipelineScheduleRuntime):
             digest = hashlib.sha256(data).hexdigest()
             sched = schedule_from_bytes(data, schedule, profile)
         check_stages(sched, stages, n_microbatches, profile)
+        self._losses_by_microbatch = {}
         super().__init__(stages, n_microbatches, loss_fn=loss_fn, scale_grads=scale_grads,
                          **kwargs)
         self._offload, self._host_pool_bytes = offload, host_pool_bytes
@@ -428,6 +429,33 @@ class PipelineSchedule(_schedules._PipelineScheduleRuntime):
             with self._timed("R", stage):
                 self._saved.recompute(stage, microbatch)
             self._engine.stats.recomputes += 1
+
+    # torch's runtime keeps the last stage's losses in a list, in the order its forwards ran, and
+    # reads them back by microbatch index: with those forwards out of microbatch order, which
+    # optpipe's schedules may have, a backward started from another microbatch's loss (wrong
+    # gradients on every rank) and `losses` came out in that order. Keyed by microbatch here.
+    def _maybe_compute_loss(self, stage, output, target_mbs, mb_index, loss_kwargs=None):
+        if stage.is_last and self._loss_fn is not None:
+            self._losses_by_microbatch[mb_index] = self._compute_loss(
+                output, target_mbs[mb_index], loss_kwargs)  # type: ignore[index]
+
+    def _maybe_get_loss(self, stage, mb_index):
+        if not (stage.is_last and self._loss_fn is not None):
+            return None
+        if mb_index not in self._losses_by_microbatch:
+            raise RuntimeError(f"rank {self.rank}: the loss of microbatch {mb_index} is asked for "
+                               "before its forward ran")
+        return self._losses_by_microbatch[mb_index]
+
+    def _update_losses(self, stages, losses):
+        stages = stages if isinstance(stages, list) else [stages]
+        if any(stage.is_last for stage in stages) and losses is not None:
+            if len(self._losses_by_microbatch) != self._n_microbatches:
+                raise RuntimeError(f"expected {self._n_microbatches} losses, got "
+                                   f"{len(self._losses_by_microbatch)}")
+            losses.clear()
+            losses.extend(self._losses_by_microbatch[j] for j in range(self._n_microbatches))
+        self._losses_by_microbatch.clear()
 
     @contextlib.contextmanager
     def _timed(self, op, stage):
