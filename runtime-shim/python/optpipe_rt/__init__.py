@@ -332,81 +332,56 @@ class Rank:
         reload_segments(stage, mb, sizes) -> [ptr, ...], recompute(stage, mb)); missing ones are
         skipped.
         A Python exception in a callback stops the run and is re-raised here."""
-        failure = []
+        failure, keep = [], []
+        callbacks = _Callbacks()
+        callbacks.struct_size = ctypes.sizeof(_Callbacks)
 
-        def step(name):
+        def hook(name, kind, body):
+            """Sets the callback `name` (a ctypes `kind`) to run body(trainer.<name>, *args) when
+            the trainer has that method; an exception stops the run and is re-raised after it."""
             method = getattr(trainer, name, None)
             if method is None:
-                return _STEP()
+                return
 
-            def call(_user, stage, microbatch):
+            def call(_user, *args):
                 try:
-                    method(stage, microbatch)
+                    body(method, *args)
                     return 0
                 except BaseException as e:  # noqa: BLE001 - re-raised after the run
                     failure.append(e)
                     return 1
-            return _STEP(call)
+            keep.append(kind(call))
+            setattr(callbacks, name, keep[-1])
 
-        callbacks = _Callbacks()
-        callbacks.struct_size = ctypes.sizeof(_Callbacks)
-        keep = []
         for name in _STEP_HOOKS + ("offload_complete", "recompute"):
-            fn = step(name)
-            keep.append(fn)
-            setattr(callbacks, name, fn)
-        if hasattr(trainer, "offload_source"):
-            def source(_user, stage, microbatch, ptr, nbytes):
-                try:
-                    p, n = trainer.offload_source(stage, microbatch)
-                    ptr[0], nbytes[0] = p, n
-                    return 0
-                except BaseException as e:  # noqa: BLE001
-                    failure.append(e)
-                    return 1
-            callbacks.offload_source = _SOURCE(source)
-            keep.append(callbacks.offload_source)
-        if hasattr(trainer, "reload_target"):
-            def target(_user, stage, microbatch, nbytes, ptr):
-                try:
-                    ptr[0] = trainer.reload_target(stage, microbatch, nbytes)
-                    return 0
-                except BaseException as e:  # noqa: BLE001
-                    failure.append(e)
-                    return 1
-            callbacks.reload_target = _TARGET(target)
-            keep.append(callbacks.reload_target)
-        if hasattr(trainer, "offload_segments"):
-            arrays = []  # the last offload's arrays, valid until the next callback
+            hook(name, _STEP, lambda method, stage, microbatch: method(stage, microbatch))
 
-            def segments(_user, stage, microbatch, ptrs, sizes, count):
-                try:
-                    listed = trainer.offload_segments(stage, microbatch)
-                    n = len(listed)
-                    arrays[:] = [(ctypes.c_void_p * max(n, 1))(*[p for p, _ in listed]),
-                                 (ctypes.c_size_t * max(n, 1))(*[b for _, b in listed])]
-                    ptrs[0] = ctypes.cast(arrays[0], ctypes.POINTER(ctypes.c_void_p))
-                    sizes[0] = ctypes.cast(arrays[1], ctypes.POINTER(ctypes.c_size_t))
-                    count[0] = n
-                    return 0
-                except BaseException as e:  # noqa: BLE001
-                    failure.append(e)
-                    return 1
-            callbacks.offload_segments = _SEGMENTS(segments)
-            keep.append(callbacks.offload_segments)
-        if hasattr(trainer, "reload_segments"):
-            def reload_segments(_user, stage, microbatch, count, sizes, ptrs):
-                try:
-                    targets = trainer.reload_segments(stage, microbatch,
-                                                      [sizes[i] for i in range(count)])
-                    for i in range(count):
-                        ptrs[i] = targets[i]
-                    return 0
-                except BaseException as e:  # noqa: BLE001
-                    failure.append(e)
-                    return 1
-            callbacks.reload_segments = _RELOAD_SEGMENTS(reload_segments)
-            keep.append(callbacks.reload_segments)
+        def source(method, stage, microbatch, ptr, nbytes):
+            ptr[0], nbytes[0] = method(stage, microbatch)
+
+        def target(method, stage, microbatch, nbytes, ptr):
+            ptr[0] = method(stage, microbatch, nbytes)
+
+        arrays = []  # the last offload's segment arrays, valid until the next callback
+
+        def segments(method, stage, microbatch, ptrs, sizes, count):
+            listed = method(stage, microbatch)
+            n = len(listed)
+            arrays[:] = [(ctypes.c_void_p * max(n, 1))(*[p for p, _ in listed]),
+                         (ctypes.c_size_t * max(n, 1))(*[b for _, b in listed])]
+            ptrs[0] = ctypes.cast(arrays[0], ctypes.POINTER(ctypes.c_void_p))
+            sizes[0] = ctypes.cast(arrays[1], ctypes.POINTER(ctypes.c_size_t))
+            count[0] = n
+
+        def reload_segments(method, stage, microbatch, count, sizes, ptrs):
+            targets = method(stage, microbatch, [sizes[i] for i in range(count)])
+            for i in range(count):
+                ptrs[i] = targets[i]
+
+        hook("offload_source", _SOURCE, source)
+        hook("reload_target", _TARGET, target)
+        hook("offload_segments", _SEGMENTS, segments)
+        hook("reload_segments", _RELOAD_SEGMENTS, reload_segments)
         status = load_library().optpipe_rt_run(self._handle, ctypes.byref(callbacks), None)
         if failure:
             raise failure[0]

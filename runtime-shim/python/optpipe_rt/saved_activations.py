@@ -122,7 +122,7 @@ class SavedActivations:
         self.resident_bytes = 0
         self.peak_resident_bytes = 0
         self._capturing_args = None
-        self._probe = None
+        self._probe = None  # ((stage, mb), indices) while read_by reads a graph's saved tensors
         self._hooks = [module.register_forward_pre_hook(self._pre_hook(stage), with_kwargs=True)
                        for stage, module in self._modules.items()]
 
@@ -228,8 +228,8 @@ class SavedActivations:
             return key, index
 
         def unpack(ref):
-            if self._probe is not None:
-                self._probe.add(ref[1])
+            if self._probe is not None and self._probe[0] == ref[0]:
+                self._probe[1].add(ref[1])
             return self.tensor(*ref)
 
         self._capturing_args = (stage, entry) if recompute else None
@@ -290,11 +290,6 @@ class SavedActivations:
             out.append((segment.storage.data_ptr() + begin, segment.end - begin))
         entry.offloading = True
         return out
-
-    def offloaded_bytes(self, stage, microbatch):
-        """The bytes `offload_segments` lists for (stage, mb), as the shim packs them."""
-        entry = self._entries[(stage, microbatch)]
-        return packed_bytes(s.end - s.aligned_start for s in self._offloadable(entry))
 
     def held_bytes(self, stage, microbatch):
         """The bytes (stage, mb)'s saved tensors still need, packed as an offload moves them: A
@@ -363,7 +358,8 @@ class SavedActivations:
     def read_by(self, stage, microbatch, nodes):
         """The pack indices of (stage, mb)'s saved tensors that `nodes` (autograd nodes of its
         graph) read in their backward."""
-        self._probe = found = set()
+        found = set()
+        self._probe = ((stage, microbatch), found)
         try:
             for node in nodes:
                 for name in _saved_attributes(node):

@@ -45,8 +45,8 @@ logger = logging.getLogger("optpipe_rt")
 SUPPORTED_TORCH = ((2, 15),)  # (major, minor) releases whose pipelining runtime this is tested on
 
 __all__ = ["PipelineSchedule", "OffloadStats", "build_profile", "ScheduleMismatch",
-           "ScheduleSwitch", "SUPPORTED_TORCH", "check_stages", "load_schedule", "schedule_from_bytes",
-           "schedule_makespan", "profile_sha256"]
+           "ScheduleSwitch", "SUPPORTED_TORCH", "check_stages", "load_schedule",
+           "schedule_from_bytes", "schedule_makespan", "profile_sha256"]
 
 _TORCH_OPS = {"F": _schedules.FORWARD, "B": _schedules.BACKWARD_INPUT,
               "W": _schedules.BACKWARD_WEIGHT, "BW": _schedules.FULL_BACKWARD}
@@ -213,19 +213,6 @@ class _Engine:
         if self._rank is not None:
             self._rank.close()
             self._rank = None
-
-
-class _CountingDriver(OffloadDriver):
-    """OffloadDriver whose transfers go through the engine's statistics."""
-
-    def _offload(self, stage, microbatch, segments):
-        self.rank.offload_segments(stage, microbatch, segments)
-
-    def _reload(self, stage, microbatch, targets):
-        self.rank.reload_segments(stage, microbatch, targets)
-
-    def _recompute(self, stage, microbatch):
-        self.recompute_hook(stage, microbatch)
 
 
 @dataclasses.dataclass
@@ -499,8 +486,8 @@ class PipelineSchedule(_schedules._PipelineScheduleRuntime):
             self._switch_if_agreed()
         self._engine.stats = OffloadStats(host_pool_bytes=self._engine.stats.host_pool_bytes)
         self._saved.reset_peak()
-        self._driver = _CountingDriver(self._engine, self._saved, self._plan)
-        self._driver.recompute_hook = self._recompute
+        self._driver = OffloadDriver(self._engine, self._saved, self._plan,
+                                     recompute=self._recompute)
         self._recorder.start_step()
         try:
             result = super().step(*args, **kwargs)

@@ -79,18 +79,20 @@ def offload_plan(schedule, rank, csv_actions=None):
 class OffloadDriver:
     """Issues a rank's offloads/reloads from `offload_plan` through an `optpipe_rt.Rank` engine,
     with segments from a `SavedActivations` store (optpipe_rt.saved_activations: its
-    offload_segments, offload_complete and reload_segments; recompute for the schedule's R), as
-    the shim's runner does. Call `before(op, stage, mb)` and `after(op, stage, mb)` around each
-    compute op of the loop (op as the CSV names it in optpipe's terms: F, B, W or BW) and `before_backward` /
-    `after_backward` around each backward.
+    offload_segments, offload_complete and reload_segments), as the shim's runner does, and runs
+    the schedule's R there too (`recompute(stage, mb)`, by default the store's recompute when it
+    still needs one). Call `before(op, stage, mb)` and `after(op, stage, mb)` around each compute
+    op of the loop (op as the CSV names it in optpipe's terms: F, B, W or BW) and
+    `before_backward` / `after_backward` around each backward.
 
     An offloaded activation's device copy is freed (`offload_complete`) once its copy has ended,
     seen around each op, and at the latest before the first op or reload that the schedule starts
     after the offload's predicted end: the memory fence, so device memory stays within what the
     schedule predicts whatever the real copy speed."""
 
-    def __init__(self, rank, offloader, plan):
+    def __init__(self, rank, offloader, plan, recompute=None):
         self.rank, self.offloader, self.plan = rank, offloader, plan
+        self._recompute = recompute or self._recompute_in_store
         self.offloaded = set()  # until the backward releases it
         self._copying = {}      # (stage, mb) -> predicted end, while its device copy is held
         actions = rank.schedule.actions(rank.rank)
@@ -116,22 +118,16 @@ class OffloadDriver:
                 self._settle(self._starts[("R", stage, mb)])  # R allocates: the memory fence
                 self._recompute(stage, mb)
             elif op == "OFFLOAD":
-                self._offload(stage, mb, self.offloader.offload_segments(stage, mb))
+                self.rank.offload_segments(stage, mb, self.offloader.offload_segments(stage, mb))
                 self.offloaded.add((stage, mb))
                 self._copying[(stage, mb)] = self._offload_ends[(stage, mb)]
             else:
                 self._settle(self._starts[("RELOAD", stage, mb)])
-                self._reload(stage, mb, self.offloader.reload_segments(stage, mb))
+                self.rank.reload_segments(stage, mb, self.offloader.reload_segments(stage, mb))
 
-    def _recompute(self, stage, microbatch):
+    def _recompute_in_store(self, stage, microbatch):
         if self.offloader.needs_recompute(stage, microbatch):
             self.offloader.recompute(stage, microbatch)
-
-    def _offload(self, stage, microbatch, segments):
-        self.rank.offload_segments(stage, microbatch, segments)
-
-    def _reload(self, stage, microbatch, targets):
-        self.rank.reload_segments(stage, microbatch, targets)
 
     def _compute_key(self, op, stage, microbatch, fused_part):
         # A 2.5 CSV runs the schedule's fused BW as B then W: B starts it, W ends it.

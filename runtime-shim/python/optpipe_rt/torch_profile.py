@@ -98,52 +98,47 @@ def _measure_stage(module, inputs, first, grads, clock, warmup, iterations):
     (its forward under the SavedActivations hooks; B as `stage_backward_input`, after which the
     store drops what the weight backward does not read; W as `stage_backward_weight`; a first
     stage skips B and runs the whole backward as W, as torch's runtime does) and returns the medians
-    of (F, B, W) in ms, A (bytes the forward saved, as an offload moves them) and G (bytes left
-    after B). `grads` None: gradients for the outputs are drawn on the first run."""
+    of (F, B, W) in ms, A (bytes the forward saved, as an offload moves them), G (bytes left after
+    B) and C (bytes a recomputed forward keeps)."""
     params = [p for p in module.parameters() if p.requires_grad]
     times = {"F": [], "B": [], "W": []}
-    most = {"A": 0, "G": 0}
+    activation = kept = 0
     with contextlib.closing(SavedActivations({0: module})) as store:
         # C: what a recomputed forward keeps (the saved copies of the stage inputs).
         with store.forward(0, -1, recompute=True):
             module(*_fresh_inputs(inputs, first))
         checkpoint = store.held_bytes(0, -1)
         store.forget(0, -1)
-        medians = _timed_runs(module, inputs, first, grads, clock, warmup, iterations, store,
-                              params, times, most)
-    return medians, most["A"], most["G"], checkpoint
-
-
-def _timed_runs(module, inputs, first, grads, clock, warmup, iterations, store, params, times,
-                most):
-    for it in range(warmup + iterations):
-        x = _fresh_inputs(inputs, first)
-        diff_inputs = [v for v in _tensors(x) if v.requires_grad]
-        t0 = clock.now()
-        with store.forward(0, it):
-            outputs = [o for o in _tensors(_as_tuple(module(*x))) if o.requires_grad]
-        t1 = clock.now()
-        most["A"] = max(most["A"], store.held_bytes(0, it))
-        out_grads = list(grads[:len(outputs)])
-        if first:
-            t2 = clock.now()
-            torch.autograd.backward(outputs, out_grads)
-            most["G"] = most["A"]
-        else:
-            _, param_groups = stage_backward_input(outputs, out_grads, diff_inputs, iter(params))
-            store.release_after_input_backward(0, it, param_groups)
-            t2 = clock.now()
-            most["G"] = max(most["G"], store.held_bytes(0, it))
-            stage_backward_weight(iter(params), param_groups)
-        t3 = clock.now()
-        store.forget(0, it)
-        for p in params:
-            p.grad = None
-        if it >= warmup:
-            times["F"].append((t1 - t0) * 1e3)
-            times["B"].append((t2 - t1) * 1e3 if not first else 0.0)
-            times["W"].append((t3 - t2) * 1e3)
-    return tuple(statistics.median(times[k]) for k in "FBW")
+        for it in range(warmup + iterations):
+            x = _fresh_inputs(inputs, first)
+            diff_inputs = [v for v in _tensors(x) if v.requires_grad]
+            t0 = clock.now()
+            with store.forward(0, it):
+                outputs = [o for o in _tensors(_as_tuple(module(*x))) if o.requires_grad]
+            t1 = clock.now()
+            activation = max(activation, store.held_bytes(0, it))
+            out_grads = list(grads[:len(outputs)])
+            if first:
+                t2 = clock.now()
+                torch.autograd.backward(outputs, out_grads)
+                kept = activation
+            else:
+                _, param_groups = stage_backward_input(outputs, out_grads, diff_inputs,
+                                                       iter(params))
+                store.release_after_input_backward(0, it, param_groups)
+                t2 = clock.now()
+                kept = max(kept, store.held_bytes(0, it))
+                stage_backward_weight(iter(params), param_groups)
+            t3 = clock.now()
+            store.forget(0, it)
+            for p in params:
+                p.grad = None
+            if it >= warmup:
+                times["F"].append((t1 - t0) * 1e3)
+                times["B"].append(0.0 if first else (t2 - t1) * 1e3)
+                times["W"].append((t3 - t2) * 1e3)
+    medians = tuple(statistics.median(times[k]) for k in "FBW")
+    return medians, activation, kept, checkpoint
 
 
 _UNITS = {"": 1, "B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12,

@@ -3,7 +3,8 @@
 optpipe_rt.torch.PipelineSchedule on 4 gloo CPU processes), with what every rank measured beside
 what the schedule predicted for it.
 
-    python conformance.py [MODEL ...]      # prints the measured / predicted table (docs/benchmarks.md)
+    python conformance.py [MODEL ...]
+        # prints the measured / predicted table of docs/benchmarks.md
     python conformance.py --device cuda [MODEL ...]
         # one process, the 4 stages on one rank of one device (tools/gpu-check.sh): the store's
         # peak and torch.cuda.max_memory_allocated against the prediction, the step against the
