@@ -358,13 +358,38 @@ Problem read_profile(const JsonField& root, const std::string& source) {
   return problem;
 }
 
+// The text a profile's SHA-256 is taken of: keys sorted, no whitespace, each floating-point number
+// with 17 significant digits (printf's "%.17g", which every language writes alike). nlohmann's
+// shortest form is not always Python's (8.521814 came out as 8.521813999999999), and
+// optpipe_rt.torch.profile_sha256 must compute the same hash.
+void append_canonical(const json& value, std::string& out) {
+  if (value.is_object() || value.is_array()) {
+    const bool object = value.is_object();
+    out += object ? '{' : '[';
+    bool first = true;
+    for (const auto& item : value.items()) {
+      if (!first) out += ',';
+      first = false;
+      if (object) out += json(item.key()).dump() + ':';
+      append_canonical(item.value(), out);
+    }
+    out += object ? '}' : ']';
+  } else if (value.is_number_float()) {
+    out += fmt::format("{:.17g}", value.get<double>());
+  } else {
+    out += value.dump();
+  }
+}
+
 }  // namespace
 
 Problem parse_profile(std::string_view json_text, const std::string& source) {
   const json document = parse_json_document(json_text, source);
   try {
     Problem problem = read_profile(JsonField(document, source), source);
-    problem.profile_sha256 = sha256_hex(document.dump());
+    std::string canonical;
+    append_canonical(document, canonical);
+    problem.profile_sha256 = sha256_hex(canonical);
     return problem;
   } catch (const json::exception& e) {
     // Not expected (every access is checked first); still bad input, never a crash.

@@ -75,13 +75,23 @@ def _torch_version():
 
 
 def profile_sha256(profile):
-    """SHA-256 of a profile's canonical JSON (keys sorted, no whitespace), as optpipe computes it:
-    `profile` is a path or an already parsed dict."""
+    """SHA-256 of a profile's canonical JSON (keys sorted, no whitespace, floating-point numbers
+    as "%.17g"), as optpipe computes it: `profile` is a path or an already parsed dict."""
     if not isinstance(profile, dict):
         with open(profile, encoding="utf-8") as f:
             profile = json.load(f)
-    canonical = json.dumps(profile, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+    return hashlib.sha256(_canonical_json(profile).encode("utf-8")).hexdigest()
+
+
+def _canonical_json(value):
+    if isinstance(value, dict):
+        return "{" + ",".join(json.dumps(key, ensure_ascii=False) + ":" +
+                              _canonical_json(value[key]) for key in sorted(value)) + "}"
+    if isinstance(value, list):
+        return "[" + ",".join(_canonical_json(item) for item in value) + "]"
+    if isinstance(value, float):
+        return "%.17g" % value
+    return json.dumps(value, ensure_ascii=False)
 
 
 def _optpipe_tool():

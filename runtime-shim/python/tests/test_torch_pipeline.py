@@ -211,6 +211,22 @@ class MismatchTest(unittest.TestCase):
         from optpipe_rt.torch import check_stages
         check_stages(self.schedule, stages, microbatches, profile)
 
+    def test_the_profile_hash_is_the_compilers_for_every_number(self):
+        # nlohmann's shortest form of 8.521814 is 8.521813999999999 where Python's is 8.521814:
+        # the hash writes numbers with 17 digits on both sides, so they agree.
+        from optpipe_rt.torch import profile_sha256
+        spec = profile("loop", 1, False)
+        spec["p2p_latency"] = 8.521814
+        spec["stage_defaults"]["forward"] = 17.646312
+        path = os.path.join(self.scratch.name, "digits.json")
+        with open(path, "w") as f:
+            json.dump(spec, f)
+        out = os.path.join(self.scratch.name, "digits.schedule.json")
+        subprocess.run([tool("optpipe-compile"), path, "--method", "1f1b", "-q", "-o", out],
+                       check=True)
+        with open(out) as f:
+            self.assertEqual(json.load(f)["profile"]["sha256"], profile_sha256(path))
+
     def test_accepts_the_pipeline_it_was_compiled_for(self):
         for rank in range(4):
             self.check(self.stages(rank, [rank, 7 - rank]), profile=self.profile)
